@@ -1,0 +1,12 @@
+"""ozfs-vmci: test OpenZFS patch series inside virtme-ng guests.
+
+The package follows the pipeline a run goes through:
+
+    source  -> series  -> build  -> vm  -> guest  -> cases -> report
+    source.py  series.py  build.py  vm.py  guest.py  (cases/)  report.py
+
+plus kernel.py (kernel profiles in vmimages/), accel.py (KVM probe and deadline
+scaling), guard.py (crash/hang detection and evidence), and plugin/ (the pytest
+plugin: options, fixtures, hooks).
+"""
+__version__ = "0.1.0"

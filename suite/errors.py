@@ -1,0 +1,49 @@
+"""One exception type for everything a user can fix, always with the next step."""
+from __future__ import annotations
+
+
+class SuiteError(Exception):
+    """An error the user can act on.
+
+    ``what`` says what went wrong, ``fix`` what to do next. ``detail`` carries
+    evidence (failing compiler lines, the hunk that did not apply, dmesg) and is
+    printed after the two.
+    """
+
+    def __init__(self, what: str, fix: str = "", detail: str = "") -> None:
+        self.what = what
+        self.fix = fix
+        self.detail = detail
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        parts = [self.what]
+        if self.fix:
+            parts.append(f"  -> {self.fix}")
+        if self.detail:
+            parts.append(self.detail.rstrip())
+        return "\n".join(parts)
+
+
+class SourceError(SuiteError):
+    """A git source (URL, ref, local dir) could not be used."""
+
+
+class SeriesError(SuiteError):
+    """A patch series is unknown, malformed, or does not apply."""
+
+
+class BuildError(SuiteError):
+    """configure or make failed, or the build cache is unusable."""
+
+
+class KernelError(SuiteError):
+    """A kernel profile is missing, incomplete, or cannot be installed."""
+
+
+class VMError(SuiteError):
+    """A guest could not be booted, reached, or controlled."""
+
+
+class GuestError(SuiteError):
+    """A command in the guest failed or overran its deadline."""

@@ -1,0 +1,47 @@
+"""Where the suite keeps things: caches (survive runs) and results (one per run).
+
+Everything can be moved with environment variables so CI can point caches at a
+persistent volume:
+
+- ``OZFS_VMCI_CACHE``  (default ``~/.cache/ozfs-vmci``): git objects, builds, ccache.
+- ``OZFS_VMCI_RESULTS`` (default ``./results``): per-run logs and tables.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_root() -> Path:
+    env = os.environ.get("OZFS_VMCI_CACHE")
+    root = Path(env) if env else Path.home() / ".cache" / "ozfs-vmci"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def git_cache() -> Path:
+    """One bare repository holding the objects of every source ever fetched."""
+    return cache_root() / "git" / "objects.git"
+
+
+def builds_dir() -> Path:
+    return cache_root() / "builds"
+
+
+def ccache_dir() -> Path:
+    return cache_root() / "ccache"
+
+
+def results_root() -> Path:
+    env = os.environ.get("OZFS_VMCI_RESULTS")
+    return Path(env) if env else Path.cwd() / "results"
+
+
+def patches_dir() -> Path:
+    return Path(os.environ.get("OZFS_VMCI_PATCHES", PROJECT_ROOT / "patches"))
+
+
+def vmimages_dir() -> Path:
+    return Path(os.environ.get("OZFS_VMCI_VMIMAGES", PROJECT_ROOT / "vmimages"))
