@@ -1,0 +1,82 @@
+"""Fixtures for harness self-tests: throwaway git repos standing in for OpenZFS
+upstream and a fork carrying a series, so nothing here needs the network."""
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def sh(cwd: Path, *args: str) -> str:
+    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+                               "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+                               "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+                               "HOME": str(cwd), "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], msg: str) -> str:
+    for name, text in files.items():
+        p = repo / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-q", "-m", msg)
+    return sh(repo, "git", "rev-parse", "HEAD")
+
+
+@dataclass
+class Repos:
+    upstream: Path
+    fork: Path
+    base: str
+    series: list[str]          # fork commits on top of base, oldest first
+    upstream_next: str          # an upstream commit after base (a newer base)
+    conflicting_next: str       # an upstream commit that conflicts with the series
+    patches: Path               # manifests dir
+    cache: Path
+
+
+@pytest.fixture
+def repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repos:
+    up = tmp_path / "upstream"
+    up.mkdir()
+    sh(up, "git", "init", "-q", "-b", "master")
+    base = commit(up, {"module/zfs/read.c": "line1\nline2\nline3\n",
+                       "META": "Version: 2.4.99\n",
+                       "tests/data.txt": "x\n"}, "base")
+    fork = tmp_path / "fork"
+    sh(tmp_path, "git", "clone", "-q", str(up), str(fork))
+    sh(fork, "git", "checkout", "-q", "-b", "feature")
+    s1 = commit(fork, {"module/zfs/read.c": "line1\nline2 async\nline3\n"}, "add async")
+    s2 = commit(fork, {"module/zfs/new.c": "new\n"}, "add new file")
+    s3 = commit(fork, {"module/zfs/read.c": "line1\nline2 async fixed\nline3\n"}, "fix it")
+    nxt = commit(up, {"lib/other.c": "other\n"}, "unrelated upstream change")
+    sh(up, "git", "branch", "-q", "newer")
+    conflicting = commit(up, {"module/zfs/read.c": "line1\nline2 CHANGED\nline3\n"},
+                         "conflicting upstream change")
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "demo.toml").write_text(textwrap.dedent(f"""
+        name = "demo"
+        title = "demo series"
+        url = "{fork.as_uri()}"
+        branch = "feature"
+        head = "{s3}"
+        base = "{base}"
+        base_url = "{up.as_uri()}"
+        features = ["async_dio"]
+        [[bugs]]
+        id = "demo-bug"
+        bad = "{s2}"
+        fixed = "{s3}"
+        cases = ["demo"]
+        """))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(cache))
+    monkeypatch.setenv("OZFS_VMCI_PATCHES", str(patches))
+    return Repos(up, fork, base, [s1, s2, s3], nxt, conflicting, patches, cache)
