@@ -1,0 +1,360 @@
+"""Build: a debug OpenZFS build for a kernel, cached by its inputs.
+
+A build lives in ``<cache>/builds/<key>/`` where ``key`` hashes everything that
+changes its output (kernel identity, source tree id, series commits, configure
+flags, make targets, this recipe's version). ``record.json`` is written last,
+atomically: a directory without it is a half build (interrupted, failed, disk
+full) and is wiped before the next attempt, so the cache never hands out a half
+build under a valid key. A lock file serialises builds of one key across
+processes (pytest-xdist workers).
+
+The tree is exported without ``.git`` and with ``.nogitrelease``, so the version
+string comes from META and does not change with every commit: that keeps ccache
+effective across the commits of a series. The exact commit is still recorded
+(``include/zfs_gitrev.h`` and the build record).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from . import paths
+from .errors import BuildError
+from .kernel import Kernel
+from .progress import step
+from .series import SourceTree
+from .source import ObjectCache
+
+RECIPE_VERSION = 1
+DEFAULT_FLAGS = ("--enable-debug",)
+# User-space programs the cases use (their libraries are built as dependencies).
+USER_TARGETS = ("zfs", "zpool", "zinject", "zdb")
+# Paths of the source a module + commands build needs (a snapshot lacking a file
+# elsewhere, e.g. a ZTS data file, does not stop it).
+NEEDED_PREFIXES = ("module/", "include/", "lib/", "cmd/", "config/", "scripts/",
+                   "Makefile.am", "configure.ac", "META", "autogen.sh", "udev/", "etc/",
+                   "man/", "contrib/", "rpm/")
+MODULES = ("spl", "zfs")
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    kernel: Kernel
+    tree: SourceTree
+    flags: tuple[str, ...] = DEFAULT_FLAGS
+    zts: bool = False
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return ("all",) if self.zts else USER_TARGETS
+
+    def inputs(self) -> dict:
+        return {
+            "recipe": RECIPE_VERSION,
+            "kernel": self.kernel.identity(),
+            "source_tree": self.tree.tree,
+            "series": [{"name": s.name, "commits": list(s.commits)} for s in self.tree.series],
+            "configure_flags": list(self.flags),
+            "targets": list(self.targets),
+        }
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.inputs(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass
+class ModuleInfo:
+    path: str
+    srcversion: str
+    version: str
+
+
+@dataclass
+class BuildRecord:
+    key: str
+    build_dir: str
+    src_dir: str
+    created: str
+    inputs: dict
+    source: dict
+    kernel: dict
+    zfs_version: str
+    modules: dict[str, ModuleInfo]
+    commands: dict[str, str]
+    log: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    ccache: dict[str, str] = field(default_factory=dict)
+    missing_files: list[str] = field(default_factory=list)
+    features: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> "BuildRecord":
+        data = json.loads(path.read_text())
+        data["modules"] = {k: ModuleInfo(**v) for k, v in data["modules"].items()}
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.build_dir)
+
+    def module_path(self, name: str) -> Path:
+        return Path(self.modules[name].path)
+
+    def command(self, name: str) -> Path:
+        return Path(self.commands[name])
+
+    def has_feature(self, feature: str) -> bool:
+        return feature in self.features
+
+    def summary(self) -> str:
+        series = ", ".join(f"{s['name']}@{s['commits'][-1][:11]}"
+                           for s in self.inputs.get("series", [])) or "none"
+        return (f"build {self.key}  zfs {self.zfs_version}  kernel {self.kernel['release']}\n"
+                f"  source {self.source['describe']} (tree {self.inputs['source_tree'][:11]}),"
+                f" series: {series}\n"
+                f"  zfs.ko srcversion {self.modules['zfs'].srcversion}\n"
+                f"  dir {self.build_dir}")
+
+
+# -- cache ---------------------------------------------------------------------
+
+def build_dir(key: str) -> Path:
+    return paths.builds_dir() / key
+
+
+def cached(key: str) -> BuildRecord | None:
+    rec = build_dir(key) / "record.json"
+    if not rec.exists():
+        return None
+    try:
+        record = BuildRecord.load(rec)
+    except (ValueError, TypeError, KeyError):
+        return None
+    if all(Path(m.path).exists() for m in record.modules.values()):
+        return record
+    return None
+
+
+class _Lock:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(path, "w")
+
+    def __enter__(self) -> "_Lock":
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another build of the same key ({self.f.name})",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def get_or_build(req: BuildRequest, cache: ObjectCache, force: bool = False,
+                 jobs: int | None = None) -> tuple[BuildRecord, bool]:
+    """Return (record, built_now). The same inputs never build twice."""
+    key = req.key
+    if not force and (rec := cached(key)):
+        return rec, False
+    with _Lock(paths.builds_dir() / f"{key}.lock"):
+        if not force and (rec := cached(key)):
+            return rec, False
+        return _build(req, cache, jobs or os.cpu_count() or 2), True
+
+
+# -- the build ---------------------------------------------------------------------
+
+def _env(src: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PATH": f"/usr/lib/ccache:{env.get('PATH', '')}",
+        "CCACHE_DIR": str(paths.ccache_dir()),
+        "CCACHE_BASEDIR": str(src),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_MAXSIZE": env.get("CCACHE_MAXSIZE", "8G"),
+        "LC_ALL": "C",
+    })
+    return env
+
+
+def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str) -> None:
+    """Run a build step, appending to the log and showing progress."""
+    with step(name) as s, open(log, "a") as lf:
+        lf.write(f"\n### {name}: {' '.join(cmd)}\n")
+        lf.flush()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert proc.stdout is not None
+        objects = 0
+        last = ""
+        try:
+            for line in proc.stdout:
+                lf.write(line)
+                if re.match(r"\s+(CC|CCLD|LD)\b", line):
+                    objects += 1
+                    last = line.split()[-1]
+                elif line.startswith("checking "):
+                    last = line.strip()[:70]
+                s.tick(f"{objects} objects, {last}" if objects else last)
+            rc = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if rc != 0:
+        raise BuildError(f"{name} failed (exit {rc})", fix=_fix_for(log),
+                         detail=failing_lines(log.read_text(errors="replace")))
+
+
+def _fix_for(log: Path) -> str:
+    text = log.read_text(errors="replace")[-200000:]
+    if "No space left on device" in text:
+        return (f"free disk space under {paths.cache_root()} (or set OZFS_VMCI_CACHE to a "
+                f"bigger disk); the half build was removed. Full log: {log}")
+    return f"full log: {log}"
+
+
+def failing_lines(log_text: str, context: int = 2, limit: int = 40) -> str:
+    """The compiler/linker lines that explain a failed build, not the whole log."""
+    lines = log_text.splitlines()
+    pat = re.compile(r"(error:|Error \d+|undefined reference|fatal error|No space left|"
+                     r"configure: error|cannot find|Killed signal)", re.I)
+    picked: list[int] = []
+    for i, ln in enumerate(lines):
+        if pat.search(ln):
+            picked.extend(range(max(0, i - context), min(len(lines), i + 1)))
+    seen: list[int] = sorted(set(picked))
+    out = [lines[i] for i in seen][:limit]
+    if not out:
+        out = lines[-15:]
+    return "\n".join(out)
+
+
+def _ccache_stats(env: dict) -> dict[str, str]:
+    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True)
+    stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
+    keep = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+    return {k: stats[k] for k in keep if k in stats}
+
+
+def _modinfo(ko: Path, field_: str) -> str:
+    p = subprocess.run(["/sbin/modinfo", "-F", field_, str(ko)], capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
+    key = req.key
+    bdir = build_dir(key)
+    if bdir.exists():
+        print(f"removing half build {bdir}", file=sys.stderr)
+        shutil.rmtree(bdir)
+    src = bdir / "src"
+    log = bdir / "build.log"
+    src.mkdir(parents=True)
+    seconds: dict[str, float] = {}
+    env = _env(src)
+    if shutil.which("ccache") is None:
+        env["PATH"] = os.environ.get("PATH", "")
+    try:
+        with step(f"export {req.tree.describe} -> {src}"):
+            t = time.monotonic()
+            needed = NEEDED_PREFIXES + (("tests/",) if req.zts else ())
+            missing = cache.export(req.tree.commit, src, needed=needed)
+            (src / ".nogitrelease").touch()
+            (src / "include" / "zfs_gitrev.h").write_text(
+                f'#define\tZFS_META_GITREV "{req.tree.describe}"\n')
+            seconds["export"] = time.monotonic() - t
+        stats0 = _ccache_stats(env)
+        t = time.monotonic()
+        _run_logged(["sh", "autogen.sh"], src, env, log, "autogen")
+        seconds["autogen"] = time.monotonic() - t
+        t = time.monotonic()
+        _run_logged(["./configure", *req.flags, "--with-config=all",
+                     f"--with-linux={req.kernel.source}",
+                     f"--with-linux-obj={req.kernel.headers}"], src, env, log, "configure")
+        seconds["configure"] = time.monotonic() - t
+        t = time.monotonic()
+        _run_logged(["make", f"-j{jobs}", *req.targets], src, env, log,
+                    f"make {' '.join(req.targets)}")
+        if not req.zts:
+            _run_logged(["make", f"-j{jobs}", "-C", "module"], src, env, log, "make modules")
+        seconds["make"] = time.monotonic() - t
+        record = _record(req, bdir, src, log, seconds, missing, env, stats0)
+    except BaseException as e:
+        _discard(bdir, log, key, e)
+        raise
+    tmp = bdir / "record.json.tmp"
+    tmp.write_text(record.to_json())
+    os.replace(tmp, bdir / "record.json")
+    return record
+
+
+def _discard(bdir: Path, log: Path, key: str, err: BaseException) -> None:
+    """Keep the log of a failed/interrupted build, drop the half build."""
+    failed = paths.builds_dir() / "failed"
+    failed.mkdir(parents=True, exist_ok=True)
+    if log.exists():
+        dest = failed / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        shutil.copy(log, dest)
+        if isinstance(err, BuildError):
+            err.fix = err.fix.replace(str(log), str(dest))
+    shutil.rmtree(bdir, ignore_errors=True)
+
+
+def _record(req: BuildRequest, bdir: Path, src: Path, log: Path, seconds: dict,
+            missing: list[str], env: dict, stats0: dict) -> BuildRecord:
+    modules = {}
+    for name in MODULES:
+        ko = src / "module" / f"{name}.ko"
+        if not ko.exists():
+            raise BuildError(f"the build produced no {ko}", fix=f"see {log}")
+        modules[name] = ModuleInfo(str(ko), _modinfo(ko, "srcversion"), _modinfo(ko, "version"))
+    commands = {}
+    for cmd in USER_TARGETS:
+        p = src / cmd
+        if not p.exists():
+            raise BuildError(f"the build produced no {p}", fix=f"see {log}")
+        commands[cmd] = str(p)
+    stats1 = _ccache_stats(env)
+    ccache = {k: str(int(stats1.get(k, 0)) - int(stats0.get(k, 0))) for k in stats1}
+    t = req.tree
+    return BuildRecord(
+        key=req.key, build_dir=str(bdir), src_dir=str(src),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), inputs=req.inputs(),
+        source={"base_url": t.base.url, "base_ref": t.base.ref, "base_commit": t.base.commit,
+                "commit": t.commit, "tree": t.tree, "describe": t.describe,
+                "series": [{"selection": s.selection, "name": s.name, "url": s.url,
+                            "commits": list(s.commits), "subjects": list(s.subjects)}
+                           for s in t.series]},
+        kernel={"profile": req.kernel.profile, "release": req.kernel.release,
+                "vmlinuz": str(req.kernel.vmlinuz), "headers": str(req.kernel.headers)},
+        zfs_version=modules["zfs"].version, modules=modules, commands=commands,
+        log=str(log), seconds={k: round(v, 1) for k, v in seconds.items()},
+        ccache=ccache, missing_files=missing, features=list(t.features))
+
+
+def list_builds() -> Iterator[BuildRecord]:
+    for rec in sorted(paths.builds_dir().glob("*/record.json")):
+        try:
+            yield BuildRecord.load(rec)
+        except (ValueError, TypeError, KeyError):
+            continue

@@ -1,0 +1,115 @@
+"""``python -m suite``: build, series, doctor, shell."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .errors import SuiteError
+
+
+def add_build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kernel", help="kernel profile (vmimages/NAME.toml) or a vmlinuz path "
+                                    "(default: debian-6.1)")
+    p.add_argument("--kernel-headers", help="kernel build dir, with --kernel PATH")
+    p.add_argument("--zfs-source", help="OpenZFS git URL or local checkout "
+                                        "(default https://github.com/openzfs/zfs)")
+    p.add_argument("--zfs-ref", help="branch, tag or commit (default: the series' base, "
+                                     "else master)")
+    p.add_argument("--series", action="append", default=[],
+                   help="patch series: NAME, NAME@COMMIT, NAME@branch or a folder of "
+                        "*.patch files; repeat or comma-separate to stack")
+    p.add_argument("--zts", action="store_true", help="also build the ZFS Test Suite")
+    p.add_argument("--offline", action="store_true", help="never fetch; use the cache only")
+
+
+def options_from(args: argparse.Namespace):
+    from .pipeline import BuildOptions
+    return BuildOptions(kernel=args.kernel, kernel_headers=args.kernel_headers,
+                        zfs_source=args.zfs_source, zfs_ref=args.zfs_ref,
+                        series=args.series, zts=args.zts, offline=args.offline,
+                        force=getattr(args, "force", False), jobs=getattr(args, "jobs", None))
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .pipeline import build
+    t = time.monotonic()
+    record, built = build(options_from(args))
+    how = "built" if built else "cached"
+    print(record.summary())
+    print(f"key {record.key} ({how} in {time.monotonic() - t:.1f}s)")
+    print(f"record {record.build_dir}/record.json")
+    return 0
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    from . import series
+    from .source import ObjectCache
+    manifests = series.available()
+    if not args.name:
+        for m in manifests.values():
+            print(f"{m.name:12s} {m.title}\n{'':12s} {m.url} {m.branch} @ {m.head[:11]}"
+                  f" (base {m.base[:11]})  {m.pr}")
+        return 0
+    if args.name not in manifests:
+        raise SuiteError(f"unknown series '{args.name}'",
+                         fix=f"known: {', '.join(manifests)}")
+    m = manifests[args.name]
+    cache = ObjectCache()
+    commits = series.series_commits(cache, m, None, offline=args.offline)
+    bugs = {b.bad: b for b in m.bugs}
+    fixes = {b.fixed: b for b in m.bugs}
+    print(f"{m.name}: {m.title}\n  {m.pr}\n  base {m.base[:11]} {cache.subject(m.base)}")
+    for c in commits:
+        tag = ""
+        if c in bugs:
+            tag += f"  [has {bugs[c].id}]"
+        if c in fixes:
+            tag += f"  [fixes {fixes[c].id}]"
+        print(f"  {c[:11]} {cache.subject(c)}{tag}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import run_doctor
+    return run_doctor(install=args.install, accel=args.accel)
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    from .shell import run_shell
+    return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m suite",
+                                 description="Test OpenZFS patch series in virtme-ng guests.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="fetch, patch and build OpenZFS (cached by inputs)")
+    add_build_options(b)
+    b.add_argument("--force", action="store_true", help="rebuild even if cached")
+    b.add_argument("-j", "--jobs", type=int, help="make -j (default: all cores)")
+    b.set_defaults(func=cmd_build)
+    s = sub.add_parser("series", help="list series, or the commits of one")
+    s.add_argument("name", nargs="?")
+    s.add_argument("--offline", action="store_true")
+    s.set_defaults(func=cmd_series)
+    d = sub.add_parser("doctor", help="check this machine and say what to fix")
+    d.add_argument("--install", action="store_true", help="install what is missing (apt)")
+    d.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    d.set_defaults(func=cmd_doctor)
+    sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
+                                      "open a shell")
+    add_build_options(sh)
+    sh.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    sh.add_argument("--nvme", type=int, default=2)
+    sh.add_argument("--keep", action="store_true", help="leave the guest running on exit")
+    sh.set_defaults(func=cmd_shell)
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
