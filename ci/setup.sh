@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what the suite needs on a fresh Debian 12 machine (root): the apt
+# packages in ci/apt-packages.txt that are missing, and the Python package
+# with its dependencies (virtme-ng, pytest, pytest-xdist, paramiko).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t pkgs < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ci/setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q "${missing[@]}"
+fi
+python3 -m pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "Running pip as the 'root'" || true
+python3 -c "import virtme_ng, paramiko, xdist, pytest" 
