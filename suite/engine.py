@@ -1,0 +1,78 @@
+"""Host side of the guest I/O engine: send a plan, get the trial results.
+
+The engine itself (``suite/guestbin/dioengine.py``) runs in the guest with the
+host's interpreter (the guest shares the host root), so a trial costs
+milliseconds. Plans and raw results are kept in the case's results folder.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import GuestError
+from .guestbin import dioengine
+
+ENGINE = Path(dioengine.__file__).resolve()
+
+
+def parse_lines(text: str) -> list[dict[str, Any]]:
+    out = []
+    for ln in text.splitlines():
+        ln = ln.strip()
+        if ln.startswith("{"):
+            try:
+                out.append(json.loads(ln))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+@dataclass
+class EngineRunner:
+    guest: Any                 # suite.guest.Guest
+    outdir: Path
+    scale: float = 1.0         # deadline multiplier from the accelerator
+    python: str = sys.executable
+    _n: int = 0
+
+    def command(self, *args: str) -> str:
+        return " ".join(shlex.quote(a) for a in (self.python, str(ENGINE), *args))
+
+    def _remote(self, name: str) -> str:
+        return f"/tmp/ozfs-engine/{name}"
+
+    def run(self, plan: dioengine.Plan | dict, timeout: float = 120, name: str = "") -> list[dict]:
+        """Run a plan; return the trial result lines (file/summary lines dropped).
+
+        The plan and every output line are written to ``outdir/<name>.plan.json``
+        and ``outdir/<name>.results.jsonl``.
+        """
+        self._n += 1
+        name = name or f"plan{self._n}"
+        data = plan.to_dict() if hasattr(plan, "to_dict") else plan
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        local = self.outdir / f"{name}.plan.json"
+        local.write_text(json.dumps(data, indent=1))
+        remote = self._remote(f"{name}.plan.json")
+        self.guest.run("mkdir -p /tmp/ozfs-engine", timeout=30 * self.scale)
+        self.guest.put(local, remote)
+        r = self.guest.run(self.command("run", remote), timeout=timeout * self.scale, check=False)
+        (self.outdir / f"{name}.results.jsonl").write_text(r.stdout)
+        lines = parse_lines(r.stdout)
+        if r.rc != 0 or not any(ln.get("event") == "summary" for ln in lines):
+            raise GuestError(f"the I/O engine failed on plan {name} (rc={r.rc})",
+                             fix=f"see {local} and the case's commands.log",
+                             detail=r.stderr[-3000:])
+        return [ln for ln in lines if ln.get("event") == "trial"]
+
+    def background(self, *args: str):
+        """Start ``dioengine.py <args>`` in the guest; returns a Background handle."""
+        return self.guest.background(self.command(*args))
+
+    def oneshot(self, *args: str, timeout: float = 120) -> list[dict]:
+        r = self.guest.run(self.command(*args), timeout=timeout * self.scale, check=False)
+        return parse_lines(r.stdout)

@@ -1,0 +1,228 @@
+"""OpenZFS inside a guest: load the build, prove it is loaded, params, pools.
+
+Everything goes through a :class:`suite.guest.Guest` (SSH). The build tree is
+visible in the guest at the same path (virtme-ng shares the host root), so the
+build's own ``zpool``/``zfs``/``zinject``/``zdb`` libtool wrappers run as they are.
+"""
+from __future__ import annotations
+
+import shlex
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .build import BuildRecord
+from .errors import GuestError, SuiteError
+from .guestbin.dioengine import parse_kstat
+
+PARAMS = "/sys/module/zfs/parameters"
+
+
+class ModuleMismatch(SuiteError):
+    """The module loaded in the guest is not the build under test."""
+
+
+@dataclass
+class PoolSpec:
+    """A pool layout over the guest's NVMe namespaces."""
+    layout: str = "stripe"            # stripe | mirror | raidz | raidz2
+    ashift: int = 12
+    props: dict[str, str] = field(default_factory=dict)   # pool-level -o
+    name: str = "tank"
+
+    def vdev_args(self, devices: list[str]) -> list[str]:
+        need = {"stripe": 1, "mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3}
+        if self.layout not in need:
+            raise SuiteError(f"unknown pool layout {self.layout!r}",
+                             fix="use stripe, mirror, raidz or raidz2")
+        if len(devices) < need[self.layout]:
+            raise SuiteError(f"layout {self.layout} needs {need[self.layout]} NVMe devices, "
+                             f"the guest has {len(devices)}",
+                             fix="ask for more with @pytest.mark.guest(nvme=N)")
+        return devices if self.layout == "stripe" else [self.layout, *devices]
+
+
+class Zfs:
+    """The build under test, driven inside one guest."""
+
+    def __init__(self, guest, record: BuildRecord, mnt_root: str = "/tmp/zfs") -> None:
+        self.guest = guest
+        self.record = record
+        self.mnt_root = mnt_root
+
+    # -- commands --------------------------------------------------------------
+
+    def cmd(self, name: str) -> str:
+        return self.record.commands[name]
+
+    def run(self, tool: str, *args: str, timeout: float = 120, check: bool = True):
+        line = " ".join([shlex.quote(self.cmd(tool)), *map(shlex.quote, args)])
+        return self.guest.run(line, timeout=timeout, check=check)
+
+    def zpool(self, *args: str, **kw):
+        return self.run("zpool", *args, **kw)
+
+    def zfs(self, *args: str, **kw):
+        return self.run("zfs", *args, **kw)
+
+    def zinject(self, *args: str, **kw):
+        return self.run("zinject", *args, **kw)
+
+    # -- modules ---------------------------------------------------------------
+
+    def loaded_srcversion(self, module: str) -> str | None:
+        r = self.guest.run(f"cat /sys/module/{module}/srcversion", timeout=20, check=False)
+        return r.stdout.strip() if r.rc == 0 else None
+
+    def load(self, params: dict[str, str] | None = None, timeout: float = 120) -> None:
+        """insmod the build's spl.ko and zfs.ko (never the distribution's)."""
+        for mod in ("zfs", "spl"):
+            if self.loaded_srcversion(mod) is not None:
+                if self.loaded_srcversion(mod) == self.record.modules[mod].srcversion:
+                    continue
+                self.guest.run(f"rmmod {mod}", timeout=timeout, check=False)
+        if self.loaded_srcversion("zfs") == self.record.modules["zfs"].srcversion:
+            self.verify()
+            return
+        deps = " ".join(self.record_deps())
+        if deps:
+            self.guest.run(f"modprobe -a {deps}", timeout=timeout, check=False)
+        args = " ".join(f"{k}={v}" for k, v in (params or {}).items())
+        for mod in ("spl", "zfs"):
+            path = self.record.modules[mod].path
+            extra = args if mod == "zfs" else ""
+            r = self.guest.run(f"insmod {shlex.quote(path)} {extra}", timeout=timeout,
+                               check=False)
+            if r.rc != 0:
+                dmesg = self.guest.run("dmesg | tail -40", timeout=20, check=False).stdout
+                raise GuestError(f"insmod {path} failed: {r.stderr.strip()}",
+                                 fix="the build does not fit this guest kernel? see dmesg",
+                                 detail=dmesg)
+        self.verify()
+
+    def record_deps(self) -> list[str]:
+        """Kernel modules spl.ko/zfs.ko depend on (modinfo in the guest)."""
+        kos = " ".join(shlex.quote(m.path) for m in self.record.modules.values())
+        r = self.guest.run(f"modinfo -F depends {kos}", timeout=30, check=False)
+        deps = {d for ln in r.stdout.split() for d in ln.split(",") if d}
+        return sorted(deps - {"spl", "zfs"})
+
+    def verify(self) -> dict[str, str]:
+        """Prove the loaded spl/zfs are this build: srcversion must match the record."""
+        seen = {}
+        for mod in ("spl", "zfs"):
+            want = self.record.modules[mod].srcversion
+            got = self.loaded_srcversion(mod)
+            seen[mod] = got or "(not loaded)"
+            if got != want:
+                raise ModuleMismatch(
+                    f"loaded {mod} srcversion {got or '(not loaded)'} is not the build "
+                    f"under test ({want}, {self.record.modules[mod].path})",
+                    fix="a distribution or stale module is loaded: rmmod zfs spl, or let "
+                        "the suite boot a fresh guest")
+        return seen
+
+    def unload(self, timeout: float = 60) -> None:
+        for mod in ("zfs", "spl"):
+            self.guest.run(f"rmmod {mod}", timeout=timeout, check=False)
+
+    # -- module parameters ------------------------------------------------------
+
+    def has_param(self, name: str) -> bool:
+        return self.guest.run(f"test -e {PARAMS}/{name}", timeout=20, check=False).rc == 0
+
+    def first_param(self, *names: str) -> str | None:
+        """The first of several spellings the loaded build has (names change in a series)."""
+        r = self.guest.run("ls " + PARAMS, timeout=20, check=False)
+        have = set(r.stdout.split())
+        return next((n for n in names if n in have), None)
+
+    def get_param(self, name: str) -> str:
+        return self.guest.run(f"cat {PARAMS}/{name}", timeout=20).stdout.strip()
+
+    def set_param(self, name: str, value: object) -> None:
+        self.guest.run(f"echo {shlex.quote(str(value))} > {PARAMS}/{name}", timeout=20)
+
+    @contextmanager
+    def params(self, **values: object) -> Iterator[dict[str, str]]:
+        """Set module parameters for a block, restore the old values after."""
+        old: dict[str, str] = {}
+        try:
+            for k, v in values.items():
+                old[k] = self.get_param(k)
+                self.set_param(k, v)
+            yield old
+        finally:
+            for k, v in old.items():
+                try:
+                    self.set_param(k, v)
+                except GuestError:
+                    pass
+
+    # -- devices and pools --------------------------------------------------------
+
+    def nvme_devices(self) -> list[str]:
+        """NVMe namespaces ordered by their serial (zt0, zt1, ...), not probe order."""
+        r = self.guest.run("modprobe nvme 2>/dev/null; for d in /sys/block/nvme*; do "
+                           "[ -e $d/device/serial ] && echo $(cat $d/device/serial) "
+                           "/dev/${d##*/}; done", timeout=60, check=False)
+        pairs = sorted(ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2)
+        return [dev for _, dev in pairs]
+
+    def create_pool(self, spec: PoolSpec, devices: list[str] | None = None) -> "Pool":
+        devices = devices if devices is not None else self.nvme_devices()
+        self.zpool("destroy", "-f", spec.name, check=False)
+        args = ["create", "-f", "-o", f"ashift={spec.ashift}", "-m",
+                f"{self.mnt_root}/{spec.name}"]
+        for k, v in spec.props.items():
+            args += ["-o", f"{k}={v}"]
+        self.zpool(*args, spec.name, *spec.vdev_args(devices), timeout=300)
+        return Pool(self, spec.name, spec)
+
+    def pools(self) -> list[str]:
+        r = self.zpool("list", "-H", "-o", "name", check=False)
+        return r.stdout.split()
+
+
+@dataclass
+class Pool:
+    zfs: Zfs
+    name: str
+    spec: PoolSpec
+
+    def kstat(self, name: str = "iostats") -> dict[str, int]:
+        r = self.zfs.guest.run(f"cat /proc/spl/kstat/zfs/{self.name}/{name}", timeout=20)
+        return parse_kstat(r.stdout)
+
+    def dataset(self, name: str, props: dict[str, str] | None = None) -> "Dataset":
+        full = f"{self.name}/{name}"
+        self.zfs.zfs("destroy", "-R", "-f", full, check=False)
+        args = ["create"]
+        for k, v in (props or {}).items():
+            args += ["-o", f"{k}={v}"]
+        self.zfs.zfs(*args, full)
+        mnt = self.zfs.zfs("get", "-H", "-o", "value", "mountpoint", full).stdout.strip()
+        return Dataset(self, full, mnt)
+
+    def status(self) -> str:
+        return self.zfs.zpool("status", "-v", self.name, check=False).stdout
+
+    def healthy(self) -> bool:
+        r = self.zfs.zpool("list", "-H", "-o", "health", self.name, check=False, timeout=30)
+        return r.stdout.strip() == "ONLINE"
+
+
+@dataclass
+class Dataset:
+    pool: Pool
+    name: str
+    mountpoint: str
+
+    def path(self, filename: str) -> str:
+        return f"{self.mountpoint}/{filename}"
+
+    def prop(self, name: str) -> str:
+        return self.pool.zfs.zfs("get", "-H", "-o", "value", name, self.name).stdout.strip()
+
+    def destroy(self) -> None:
+        self.pool.zfs.zfs("destroy", "-R", "-f", self.name, check=False, timeout=120)
