@@ -1,0 +1,768 @@
+"""Boot a virtme-ng guest in the background with emulated NVMe disks and SSH.
+
+The guest is ``vng --run KERNEL ... --ssh PORT --ssh-tcp --verbose -- sleep infinity``:
+the script keeps the guest up without an interactive console, ``--verbose``
+sends the kernel console (earlyprintk + loglevel 7) to vng's stderr, and SSH
+over a slirp host forward on 127.0.0.1:PORT is how the host drives it.
+
+vng's stdout/stderr is a pipe that a thread copies into ``workdir/console.log``
+(qemu re-opens ``/proc/self/fd/2`` for several chardevs; with a regular file
+each would get its own offset and truncate the others, with a pipe they
+interleave in order). A HMP monitor on a unix socket lets the host press
+Alt-SysRq keys when SSH is dead (needs an i8042 keyboard, hence
+``--disable-microvm``).
+
+Two VMs side by side do not collide: each has its own workdir (locked), its
+own port (bind to port 0, then a per-port lock file, retried when qemu cannot
+bind it) and its own monitor socket and disk images.
+"""
+from __future__ import annotations
+
+import atexit
+import errno
+import fcntl
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from .accel import Accel
+from .errors import VMError
+from .guard import PANIC_KINDS, ConsoleWatcher
+from .guest import Guest, virtme_key
+
+log = logging.getLogger(__name__)
+
+VNG = "vng"
+QEMU = "qemu-system-x86_64"
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
+HOSTFWD_FAILED = "Could not set up host forwarding rule"
+DISK_MARGIN_MIB = 256
+# The guest's main script: keep the guest up (its exit powers the guest off).
+# Before that, repair the network if udev renamed eth0 (virtme-ng-init only
+# configures "eth0"). That happens when the host root has /.dockerenv: the
+# guest's udevd then thinks it runs in a container, reads net.ifnames from
+# /proc/1/cmdline instead of /proc/cmdline and renames eth0 -> enp0sN in a race
+# with virtme-ng-init; SSH never answers. slirp always leases 10.0.2.15.
+#
+# wait_ready() waits for READY_FILE, i.e. for this script, not just for sshd
+# (which virtme-ng-init starts earlier, in parallel).
+#
+# Also make root's login shell /bin/sh in the guest (/etc is a guest-private
+# overlay): sshd runs every command through the login shell, and bash run by
+# sshd sources ~/.bashrc even for "bash -c" - on a host whose .bashrc runs
+# e.g. "pyenv init" that costs 10 s per command under TCG.
+KEEPALIVE_SCRIPT = r"""
+sed -i -E 's#^(root:([^:]*:){5})[^:]*$#\1/bin/sh#' /etc/passwd
+if ! ip -4 -o addr show dev eth0 2>/dev/null | grep -q inet; then
+  for n in /sys/class/net/*; do
+    n=${n##*/}; [ "$n" = lo ] && continue
+    ip link set "$n" up; ip addr add 10.0.2.15/24 dev "$n"; ip route replace default via 10.0.2.2 dev "$n"
+    echo "ozvm: no IPv4 on eth0 (renamed by udev?); configured $n as 10.0.2.15/24" > /dev/kmsg
+    { ip -o -4 addr; ip -o link; ip route; } 2>&1 | sed 's/^/ozvm: /' > /dev/kmsg
+    break
+  done
+fi
+echo ready > /run/ozvm-ready
+echo "ozvm: guest ready" > /dev/kmsg
+exec sleep infinity
+"""
+READY_FILE = "/run/ozvm-ready"
+KEEPALIVE_CMD = ["bash", "-c", KEEPALIVE_SCRIPT.strip()]
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class NvmeDisk:
+    index: int
+    serial: str
+    lbs: int
+    size_mib: int
+
+
+@dataclass(frozen=True)
+class NvmeSpec:
+    """``count`` emulated NVMe controllers, one namespace each.
+
+    ``lbs`` is the logical (= physical) block size, one value for all disks or
+    one per disk, e.g. ``lbs=(4096, 512)``. Serials are ``{serial_prefix}{i}``.
+    """
+
+    count: int = 2
+    size_mib: int = 1024
+    lbs: int | tuple[int, ...] = 4096
+    serial_prefix: str = "zt"
+
+    def lbs_for(self, index: int) -> int:
+        if isinstance(self.lbs, int):
+            return self.lbs
+        if len(self.lbs) != self.count:
+            raise VMError(f"NvmeSpec has {self.count} disks but {len(self.lbs)} block sizes {self.lbs}",
+                          fix="give one lbs for all disks or exactly one per disk")
+        return self.lbs[index]
+
+    def disks(self) -> list[NvmeDisk]:
+        out = []
+        for i in range(self.count):
+            lbs = self.lbs_for(i)
+            if lbs not in (512, 1024, 2048, 4096):
+                raise VMError(f"NVMe logical block size {lbs} is not supported by qemu",
+                              fix="use 512, 1024, 2048 or 4096")
+            out.append(NvmeDisk(i, f"{self.serial_prefix}{i}", lbs, self.size_mib))
+        return out
+
+    @property
+    def total_mib(self) -> int:
+        return self.count * self.size_mib
+
+
+@dataclass(kw_only=True)
+class VMSpec:
+    kernel_image: Path
+    accel: Accel
+    workdir: Path
+    memory: str = "4G"
+    cpus: int = 2
+    nvme: NvmeSpec = field(default_factory=NvmeSpec)
+    ssh_port: int | None = None  # None: pick a free one
+    extra_qemu_opts: list[str] = field(default_factory=list)
+    append: list[str] = field(default_factory=lambda: ["sysrq_always_enabled"])
+    extra_vng_args: list[str] = field(default_factory=list)
+    name: str = "ozvm"
+    force_9p: bool = True  # vng's virtiofsd fallback costs ~3s when only the C virtiofsd exists
+    microvm: bool = False  # microvm (KVM only) has no i8042: no Alt-SysRq from the monitor
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def require_tools() -> None:
+    """VMError naming what is missing to boot guests."""
+    missing = [t for t in (VNG, QEMU) if shutil.which(t) is None]
+    if missing:
+        raise VMError(f"missing {', '.join(missing)} in PATH",
+                      fix="pip install virtme-ng; apt-get install qemu-system-x86")
+
+
+def check_safe_path(path: Path, what: str) -> None:
+    """vng hands --qemu-opts to a shell unquoted and qemu splits options on ','."""
+    if not SAFE_PATH.match(str(path)):
+        raise VMError(f"{what} {path} contains characters vng/qemu cannot pass through "
+                      "(spaces, commas, quotes ...)",
+                      fix="use a workdir whose path only has letters, digits and _ . / + -")
+
+
+def check_disk_space(workdir: Path, need_mib: int) -> None:
+    free_mib = shutil.disk_usage(workdir).free // (1 << 20)
+    if free_mib < need_mib + DISK_MARGIN_MIB:
+        raise VMError(f"not enough free space in {workdir} for the NVMe images: need {need_mib} MiB "
+                      f"(+{DISK_MARGIN_MIB} MiB margin), have {free_mib} MiB",
+                      fix="free space there, point the results/workdir at a bigger filesystem, "
+                          "or lower NvmeSpec.size_mib/count")
+
+
+def create_sparse(path: Path, size_mib: int) -> None:
+    """A blank sparse image (any previous content is discarded)."""
+    with open(path, "wb") as f:
+        f.truncate(size_mib << 20)
+
+
+def supports_odirect(path: Path) -> bool:
+    """qemu cache=none needs O_DIRECT, which tmpfs (for one) refuses."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return False
+        raise
+    os.close(fd)
+    return True
+
+
+def nvme_qemu_opts(disks: list[NvmeDisk], images: list[Path], cache: str) -> list[str]:
+    opts: list[str] = []
+    for d, img in zip(disks, images):
+        opts += ["-drive", f"file={img},if=none,id=nvm{d.index},format=raw,cache={cache},discard=unmap",
+                 "-device", f"nvme,serial={d.serial},drive=nvm{d.index},"
+                            f"logical_block_size={d.lbs},physical_block_size={d.lbs}"]
+    return opts
+
+
+def ports_dir() -> Path:
+    d = Path(tempfile.gettempdir()) / f"ozvm-ports-{os.getuid()}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    return d
+
+
+@dataclass
+class PortLease:
+    """A TCP port held by a lock file until ``release``; other suite VMs skip it."""
+
+    port: int
+    _fh: IO[str] | None = None
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def lease_port(port: int | None = None, attempts: int = 50) -> PortLease:
+    """Lease ``port`` or, if None, a free one (bind to 0, then lock; retry on collision)."""
+    for _ in range(attempts):
+        p = port if port is not None else _ephemeral_port()
+        fh = open(ports_dir() / f"{p}.lock", "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            if port is not None:
+                raise VMError(f"SSH port {port} is already used by another suite VM",
+                              fix="leave VMSpec.ssh_port unset so a free port is picked")
+            continue
+        if not _port_free(p):
+            fh.close()
+            if port is not None:
+                raise VMError(f"SSH port {port} is in use on 127.0.0.1",
+                              fix="leave VMSpec.ssh_port unset so a free port is picked")
+            continue
+        return PortLease(p, fh)
+    raise VMError("could not find a free TCP port for the guest's SSH forward",
+                  fix="check for leaked qemu processes holding ports (ss -ltnp)")
+
+
+def _ephemeral_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on 127.0.0.1/0.0.0.0:``port`` (from /proc/net/tcp)."""
+    inodes = set()
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return inodes
+    for line in lines:
+        f = line.split()
+        if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(f[9])
+    return inodes
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _group_listens(pgid: int, port: int) -> bool:
+    """True if a process of group ``pgid`` (qemu) holds the listening socket on ``port``.
+
+    Checking ownership (not just that something listens) tells our qemu apart
+    from another program that grabbed the port after we leased it.
+    """
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False
+    for pid in _group_pids(pgid):
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return True
+    return False
+
+
+def _port_listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def ensure_vng_ssh_keys() -> None:
+    """Create vng's SSH keys once, under a lock.
+
+    vng creates them on every ``--ssh`` start if missing; two first starts at
+    once race (the second ssh-keygen asks "Overwrite (y/n)?" and fails).
+    """
+    key = virtme_key()
+    ssh_dir = key.parent
+    ssh_dir.mkdir(parents=True, exist_ok=True)
+    (ssh_dir / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
+    with open(ssh_dir / ".ozvm-keygen.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            subprocess.run(["ssh-keygen", "-A", "-f", str(ssh_dir)], check=True,
+                           capture_output=True, timeout=120)
+            if not key.exists() or not key.with_suffix(".pub").exists():
+                key.unlink(missing_ok=True)
+                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                               check=True, capture_output=True, timeout=60)
+        except FileNotFoundError as exc:
+            raise VMError("ssh-keygen not found", fix="apt-get install openssh-client openssh-server") from exc
+        except subprocess.CalledProcessError as exc:
+            raise VMError(f"ssh-keygen failed in {ssh_dir}", fix="check permissions of that directory",
+                          detail=exc.stderr.decode(errors="replace")) from exc
+
+
+def _tail_lines(path: Path, n: int, max_bytes: int = 1 << 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return ""
+    lines = data.decode(errors="replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+_LIVE: "weakref.WeakSet[VM]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_vms() -> None:
+    for vm in list(_LIVE):
+        try:
+            vm.kill()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+# --------------------------------------------------------------------------- VM
+
+
+class VM:
+    """One guest. ``with VM(spec) as vm:`` boots it, waits for SSH and kills it after."""
+
+    def __init__(self, spec: VMSpec) -> None:
+        self.spec = spec
+        self.workdir = Path(spec.workdir).absolute()
+        self.console_path = self.workdir / "console.log"
+        self.cmd_path = self.workdir / "vm.cmd"
+        self.port: int | None = None
+        self.boot_started: float | None = None
+        self.boot_seconds: float | None = None
+        self._proc: subprocess.Popen | None = None
+        self._reaper: subprocess.Popen | None = None
+        self._reaper_pipe: int | None = None
+        self._reader: threading.Thread | None = None
+        self._lease: PortLease | None = None
+        self._wd_lock: IO[str] | None = None
+        self._guest: Guest | None = None
+        self._mon_dir: Path | None = None
+        self.monitor_path: Path | None = None
+        self.images: list[Path] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> "VM":
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def start(self) -> "VM":
+        """Launch vng in the background; returns once qemu holds the SSH port."""
+        if self._proc is not None:
+            raise VMError("VM.start() called twice", fix="create a new VM object per boot")
+        require_tools()
+        kernel = Path(self.spec.kernel_image)
+        if not kernel.is_file():
+            raise VMError(f"kernel image {kernel} does not exist",
+                          fix="build/install the kernel profile or pass an existing vmlinuz")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        check_safe_path(self.workdir, "VM workdir")
+        self._lock_workdir()
+        try:
+            self._prepare_disks()
+            self._prepare_monitor()
+            ensure_vng_ssh_keys()
+            self._launch_with_port_retry()
+        except BaseException:
+            self.kill()
+            raise
+        _LIVE.add(self)
+        return self
+
+    def _lock_workdir(self) -> None:
+        fh = open(self.workdir / ".vm.lock", "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise VMError(f"VM workdir {self.workdir} is used by another running VM",
+                          fix="give each VM its own workdir (e.g. one per pytest worker)") from None
+        self._wd_lock = fh
+
+    def _prepare_disks(self) -> None:
+        disks = self.spec.nvme.disks()
+        if not disks:
+            return
+        check_disk_space(self.workdir, self.spec.nvme.total_mib)
+        self.images = [self.workdir / f"nvme{d.index}.img" for d in disks]
+        for d, img in zip(disks, self.images):
+            create_sparse(img, d.size_mib)
+
+    def _prepare_monitor(self) -> None:
+        path = self.workdir / "monitor.sock"
+        if len(str(path)) > 100:  # sun_path limit is 108 bytes
+            self._mon_dir = Path(tempfile.mkdtemp(prefix="ozvm-mon-"))
+            path = self._mon_dir / "m.sock"
+        path.unlink(missing_ok=True)
+        self.monitor_path = path
+
+    def qemu_opts(self) -> list[str]:
+        disks = self.spec.nvme.disks()
+        cache = "none" if not self.images or supports_odirect(self.images[0]) else "writeback"
+        opts = nvme_qemu_opts(disks, self.images, cache)
+        if self.monitor_path is not None:
+            opts += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
+        return opts + list(self.spec.extra_qemu_opts)
+
+    def vng_command(self, port: int) -> list[str]:
+        s = self.spec
+        cmd = [VNG, "--run", str(s.kernel_image), *s.accel.vng_args(),
+               "--cpus", str(s.cpus), "--memory", s.memory, "--name", s.name,
+               "--ssh", str(port), "--ssh-tcp", "--verbose"]
+        if s.force_9p:
+            cmd.append("--force-9p")
+        if not s.microvm:
+            cmd.append("--disable-microvm")
+        for a in s.append:
+            cmd += ["--append", a]
+        cmd += s.extra_vng_args
+        # '=' matters: a value starting with '-' would otherwise be parsed as an option
+        cmd.append("--qemu-opts=" + " ".join(self.qemu_opts()))
+        return cmd + ["--", *KEEPALIVE_CMD]
+
+    def _launch_with_port_retry(self, attempts: int = 5) -> None:
+        for attempt in range(1, attempts + 1):
+            self._lease = lease_port(self.spec.ssh_port)
+            self.port = self._lease.port
+            outcome = self._launch(self._lease.port)
+            if outcome == "ok":
+                return
+            self._reap()
+            self._lease.release()
+            if outcome == "port-taken" and self.spec.ssh_port is None and attempt < attempts:
+                log.info("port %d was taken before qemu bound it; retrying with another", self.port)
+                continue
+            raise VMError(f"qemu exited while starting (rc={self._proc.returncode if self._proc else '?'})",
+                          fix="read the console tail below; check the kernel path and extra qemu/vng options",
+                          detail=self.console_tail(40))
+        raise VMError("could not start the guest: its SSH port kept being taken",
+                      fix="check for leaked qemu processes (ss -ltnp)")
+
+    def _launch(self, port: int) -> str:
+        """Start vng; 'ok' once qemu listens on ``port``, else 'port-taken' / 'exited'."""
+        cmd = self.vng_command(port)
+        with open(self.cmd_path, "a") as f:
+            f.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} accel={self.spec.accel.name} "
+                    f"({self.spec.accel.reason})\n{shlex.join(cmd)}\n")
+        launch_offset = self.console_size()
+        with open(self.console_path, "ab") as f:
+            f.write(f"\n===== ozvm: starting {self.spec.name} on port {port} =====\n".encode())
+        rfd, wfd = os.pipe()
+        self.boot_started = time.monotonic()
+        # vng inherits the workdir lock: a leftover guest keeps its workdir busy
+        keep = (self._wd_lock.fileno(),) if self._wd_lock else ()
+        try:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=wfd, stderr=wfd,
+                                          cwd=self.workdir, start_new_session=True, pass_fds=keep)
+        finally:
+            os.close(wfd)
+        self._spawn_reaper(self._proc.pid)
+        self._reader = threading.Thread(target=self._copy_console, args=(rfd,),
+                                        name=f"ozvm-console-{port}", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + self.spec.accel.deadline(20) + 20
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self._reader.join(5)
+                return "port-taken" if HOSTFWD_FAILED in self._console_since(launch_offset) else "exited"
+            if _group_listens(self._proc.pid, port):
+                return "ok"
+            time.sleep(0.1)
+        raise VMError(f"qemu did not open the SSH forward on port {port} within the deadline",
+                      fix="the host may be overloaded; see the console tail",
+                      detail=self.console_tail(40))
+
+    def _spawn_reaper(self, pgid: int) -> None:
+        """A watchdog that kills the guest if this process dies without kill().
+
+        It blocks reading a pipe only we hold the write end of; EOF means we are
+        gone (even after SIGKILL), so it kills the qemu process group.
+        """
+        rfd, wfd = os.pipe()
+        # dash's kill takes no "--"; "-PGID" addresses the process group
+        script = (f"cat >/dev/null; kill -TERM -{pgid} 2>/dev/null || exit 0; "
+                  f"sleep 5; kill -KILL -{pgid} 2>/dev/null; exit 0")
+        try:
+            self._reaper = subprocess.Popen(["/bin/sh", "-c", script], stdin=rfd,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                            start_new_session=True)
+        finally:
+            os.close(rfd)
+        self._reaper_pipe = wfd
+
+    def _stop_reaper(self) -> None:
+        if self._reaper is not None:
+            if self._reaper.poll() is None:
+                self._reaper.kill()  # our own child, by pid
+            self._reaper.wait(timeout=10)
+            self._reaper = None
+        if self._reaper_pipe is not None:
+            os.close(self._reaper_pipe)
+            self._reaper_pipe = None
+
+    def _copy_console(self, rfd: int) -> None:
+        with open(rfd, "rb", buffering=0) as src, open(self.console_path, "ab", buffering=0) as dst:
+            while True:
+                try:
+                    data = src.read(65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                dst.write(data)
+
+    def wait_ready(self, timeout: float | None = None) -> Guest:
+        """Wait until the guest answers over SSH and its setup script ran.
+
+        VMError with the console tail if qemu exits or the kernel panics first,
+        or if the deadline (default: 60 s scaled by the accelerator) passes.
+        """
+        if self._proc is None or self.port is None:
+            raise VMError("VM.wait_ready() before start()", fix="call start() first")
+        timeout = timeout if timeout is not None else self.spec.accel.deadline(60)
+        watcher = ConsoleWatcher(self.console_path, offset=0)
+        deadline = time.monotonic() + timeout
+        last_err = "no attempt yet"
+        guest = Guest(self.port, name=self.spec.name)
+        while time.monotonic() < deadline:
+            if not self.alive:
+                guest.close()
+                raise VMError(f"qemu exited (rc={self._proc.returncode}) before the guest's SSH answered",
+                              fix="read the console tail below", detail=self.console_tail(60))
+            fatal = [f for f in watcher.poll() if f.kind in PANIC_KINDS]
+            if fatal:
+                guest.close()
+                raise VMError(f"guest kernel crashed while booting: {fatal[0].line}",
+                              fix="read the console tail below", detail=self.console_tail(80))
+            if _port_listening(self.port):
+                try:
+                    if not guest.connected:
+                        guest.connect(timeout=10)
+                    r = guest.run(f"test -e {READY_FILE}", timeout=min(self.spec.accel.deadline(5), 60),
+                                  check=False, log=False)
+                    if r.rc == 0:
+                        # sshd looks the login shell up once per connection: reconnect so
+                        # commands get the /bin/sh the setup script just configured
+                        guest.close()
+                        guest.connect(timeout=min(self.spec.accel.deadline(10), 60))
+                        self._guest = guest
+                        self.boot_seconds = time.monotonic() - (self.boot_started or time.monotonic())
+                        return guest
+                    last_err = f"sshd answers but {READY_FILE} is missing (guest setup script not run yet)"
+                except Exception as exc:  # noqa: BLE001 - sshd not up yet
+                    last_err = str(exc).splitlines()[0]
+                    guest.close()
+            time.sleep(1.0)
+        guest.close()
+        raise VMError(f"guest not ready within {timeout:.0f}s ({self.spec.accel.name}); last error: {last_err}",
+                      fix="the host may be overloaded (raise OZFS_VMCI_DEADLINE_SCALE) or the guest hung; "
+                          "see the console tail", detail=self.console_tail(60))
+
+    def guest(self) -> Guest:
+        """The guest's SSH handle (reconnects if the connection dropped)."""
+        if self._guest is None:
+            if self.port is None:
+                raise VMError("VM.guest() before start()", fix="call start() and wait_ready() first")
+            self._guest = Guest(self.port, name=self.spec.name)
+        return self._guest
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def kill(self, grace: float = 5.0) -> None:
+        """Stop qemu (its whole process group: vng, sh, qemu). Idempotent."""
+        if self._guest is not None:
+            self._guest.close()
+        self._reap(grace)
+        if self._lease is not None:
+            self._lease.release()
+        if self._wd_lock is not None:
+            self._wd_lock.close()
+            self._wd_lock = None
+        if self._mon_dir is not None:
+            shutil.rmtree(self._mon_dir, ignore_errors=True)
+            self._mon_dir = None
+        _LIVE.discard(self)
+
+    def _reap(self, grace: float = 5.0) -> None:
+        self._stop_reaper()
+        proc = self._proc
+        if proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                # the group may outlive vng for a moment (qemu is a grandchild)
+                if not _group_alive(proc.pid):
+                    break
+                time.sleep(0.2)
+            except subprocess.TimeoutExpired:
+                continue
+        if proc.poll() is None:
+            log.warning("vng pid %d survived SIGKILL", proc.pid)
+        if self._reader is not None:
+            self._reader.join(5)
+
+    # ------------------------------------------------------------------ console
+
+    def console_tail(self, n: int = 80) -> str:
+        return _tail_lines(self.console_path, n)
+
+    def _console_since(self, offset: int) -> str:
+        try:
+            with open(self.console_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def console_size(self) -> int:
+        try:
+            return self.console_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    # ------------------------------------------------------------------ monitor
+
+    def monitor(self, command: str, timeout: float = 5.0) -> str:
+        """Run a HMP command on qemu's monitor; returns its output."""
+        if self.monitor_path is None or not self.alive:
+            raise VMError("qemu monitor not available (VM not running)", fix="start the VM first")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            try:
+                s.connect(str(self.monitor_path))
+                _read_until_prompt(s)
+                s.sendall(command.encode() + b"\n")
+                out = _read_until_prompt(s)
+            except OSError as exc:
+                raise VMError(f"qemu monitor command {command!r} failed: {exc}",
+                              fix="qemu may be wedged; kill the VM") from exc
+        return clean_hmp_output(out)
+
+    def sysrq(self, key: str, timeout: float = 5.0) -> None:
+        """Press Alt-SysRq-``key`` on the guest keyboard (works even if SSH is dead)."""
+        self.monitor(f"sendkey alt-sysrq-{key}", timeout=timeout)
+
+    # ------------------------------------------------------------------ guest facts
+
+    def nvme_devices(self, timeout: float | None = None) -> dict[str, str]:
+        """{serial: '/dev/nvmeXn1'} as the guest sees it (waits for all spec'd disks)."""
+        want = {d.serial for d in self.spec.nvme.disks()}
+        timeout = timeout if timeout is not None else self.spec.accel.deadline(20)
+        deadline = time.monotonic() + timeout
+        script = ("modprobe nvme 2>/dev/null; for d in /sys/block/nvme*; do "
+                  "case ${d##*/} in nvme*c*) continue;; esac; "
+                  "[ -r $d/device/serial ] && echo \"${d##*/} $(cat $d/device/serial)\"; done; true")
+        found: dict[str, str] = {}
+        while True:
+            r = self.guest().run(script, timeout=max(5.0, deadline - time.monotonic()))
+            found = {}
+            for line in r.stdout.splitlines():
+                parts = line.split(None, 1)
+                if len(parts) == 2 and re.fullmatch(r"nvme\d+n\d+", parts[0]):
+                    found[parts[1].strip()] = f"/dev/{parts[0]}"
+            if want <= found.keys() or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        missing = want - found.keys()
+        if missing:
+            raise VMError(f"NVMe disks {sorted(missing)} did not show up in the guest (found {found})",
+                          fix="check the console for nvme errors and that the kernel has CONFIG_BLK_DEV_NVME",
+                          detail=self.console_tail(30))
+        return found
+
+
+def clean_hmp_output(raw: bytes) -> str:
+    """HMP output without the echoed command line (redrawn per key) and the prompt."""
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw.decode(errors="replace"))
+    lines = text.replace("\r\n", "\n").split("\n")[1:]  # line 0: the echo
+    return "\n".join(ln.rstrip("\r") for ln in lines if ln.strip() and ln.strip() != "(qemu)")
+
+
+def _read_until_prompt(s: socket.socket) -> bytes:
+    buf = b""
+    while not buf.rstrip().endswith(b"(qemu)"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
