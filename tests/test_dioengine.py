@@ -530,3 +530,13 @@ def test_flood_two_submitters_all_correct(ddir: Path, tmp_path: Path, iface: str
     assert out["samples"]["pinned"]["count"] >= 1
     assert out["samples"]["pinned"]["min"] == out["samples"]["pinned"]["max"] == 123
     assert out["samples"]["gone"]["count"] == 0
+
+
+def test_vmstat_rows_and_field_difference(tmp_path):
+    """Pinned pages in flight = nr_foll_pin_acquired - nr_foll_pin_released."""
+    from suite.guestbin.dioengine import parse_kstat, read_counter
+    vm = tmp_path / "vmstat"
+    vm.write_text("nr_free_pages 1000\nnr_foll_pin_acquired 530\nnr_foll_pin_released 500\n")
+    assert parse_kstat(vm.read_text())["nr_foll_pin_acquired"] == 530
+    assert read_counter({"path": str(vm), "field": "nr_foll_pin_acquired-nr_foll_pin_released"}) == 30
+    assert read_counter({"path": str(vm), "field": "nope-nr_free_pages"}) is None

@@ -273,6 +273,9 @@ def parse_kstat(text: str) -> dict[str, int | str]:
     out: dict[str, int | str] = {}
     for line in rows:
         parts = line.split(None, 2)
+        if start is None and len(parts) == 2 and _to_int(parts[1]) is not None:
+            out[parts[0]] = _to_int(parts[1])      # /proc/vmstat style: name value
+            continue
         if len(parts) < 3 or not parts[1].isdigit():
             continue
         value = _to_int(parts[2])
@@ -298,7 +301,11 @@ def read_counter(spec: Any) -> int | None:
         return None
     fld = spec.get("field")
     if fld:
-        return _to_int(parse_kstat(text).get(fld))
+        rows = parse_kstat(text)
+        if fld not in rows and "-" in fld:        # "a-b": difference of two fields
+            a, b = (_to_int(rows.get(x)) for x in fld.split("-", 1))
+            return None if a is None or b is None else a - b
+        return _to_int(rows.get(fld))
     return _to_int(text)
 
 

@@ -1,0 +1,93 @@
+"""Teardown of a dataset while a read is held in flight (openzfs/zfs#18902 review).
+
+The bug class: ``zfs rollback`` (zfsvfs_teardown) took the teardown lock as
+writer and then waited for the async in-flight count to drain, while the read's
+completion updated atime (atime=on, relatime=off) and waited for that same lock:
+both tasks stuck in D state forever. A read held by ``zinject -E`` makes the
+overlap deterministic; the case proves the read is in flight before starting
+the teardown.
+
+Pass: the read and the teardown both finish within a deadline derived from the
+injected delay, the read returns correct data or a clean error, and the
+dataset works afterwards. Fail: the report carries the D-state tasks' kernel
+stacks, sysrq-w, dmesg and the console tail, and the guest is recycled.
+
+``reader=sync`` (dd iflag=direct) is the control that exists on stock builds.
+"""
+from __future__ import annotations
+
+import pytest
+
+from suite.dio import ASYNC_PARAM
+from suite.faults import hold
+
+pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
+
+SIZE = 1 << 20
+TEARDOWNS = ["rollback", "unmount", "export", "destroy-clone"]
+
+
+def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
+    zfs, zpool = z.cmd("zfs"), z.cmd("zpool")
+    pool = ds.split("/")[0]
+    return {"rollback": f"{zfs} rollback -r {ds}@before",
+            "unmount": f"{zfs} unmount -f {ds}",
+            "export": f"{zpool} export -f {pool}",
+            "destroy-clone": f"{zfs} destroy -f {clone}"}[op]
+
+
+def _restore(z, op: str, ds: str, pool: str) -> None:
+    if op == "unmount":
+        z.zfs("mount", ds, timeout=120)
+    elif op == "export":
+        z.zpool("import", "-d", "/dev", pool, timeout=300)
+
+
+@pytest.mark.bug("rollback-drain-deadlock")
+@pytest.mark.pool(props={"atime": "on", "relatime": "off", "primarycache": "metadata"})
+@pytest.mark.parametrize("reader", ["async", "sync"])
+@pytest.mark.parametrize("op", TEARDOWNS)
+def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, case_dir):
+    z = zfs_guest
+    if reader == "async":
+        if not z.has_param(ASYNC_PARAM):
+            pytest.skip(f"reader=async: the build has no {ASYNC_PARAM}")
+        z.set_param(ASYNC_PARAM, 1)
+    target_ds, clone = pool.name, f"{pool.name}-clone"
+    if op == "destroy-clone":
+        engine.oneshot("write-file", pool.path("seed.bin"), "--size", str(SIZE), "--seed", "x")
+        z.zfs("snapshot", f"{pool.name}@origin")
+        z.zfs("clone", "-o", "atime=on", "-o", "relatime=off", f"{pool.name}@origin", clone)
+        target_ds = clone
+    mnt = z.zfs("get", "-H", "-o", "value", "mountpoint", target_ds).stdout.strip()
+    path = f"{mnt}/held.bin"
+    engine.oneshot("write-file", path, "--size", str(SIZE), "--seed", "held")
+    z.guest.run("sync", timeout=accel.deadline(30))
+    z.zfs("snapshot", f"{target_ds}@before")
+
+    delay = accel.deadline(5)                     # 5 s under KVM, 30 s under TCG
+    held = hold(z, engine, path, "held", SIZE, delay, reader, accel.scale)
+    (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
+    td = z.guest.background(_teardown_cmd(z, op, target_ds, clone))
+    deadline = delay + accel.deadline(30)
+    td_result = td.wait(deadline)
+    read = held.wait(accel.deadline(10))
+
+    problems = []
+    if td_result.rc is None or getattr(td_result, "timed_out", False):
+        problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
+    elif td_result.rc != 0:
+        problems.append(f"`{op}` failed rc={td_result.rc}: {td_result.stderr.strip()[-300:]}")
+    if not read["finished"]:
+        problems.append(f"the held {reader} read did not complete: {read['detail'][:300]}")
+    elif not read["ok"]:
+        problems.append(f"the held read returned wrong data or an unclean error: {read['detail']}")
+    assert not problems, "\n".join(problems + ["armed: " + "; ".join(held.proof)])
+
+    z.zinject("-c", "all", check=False)
+    _restore(z, op, pool.name, pool.pool.name)
+    after = pool.path("after.bin")
+    res = engine.run({"files": [{"path": after, "size": SIZE, "seed": "after"}],
+                      "trials": [{"id": "r", "file": after, "segments": [{"len": SIZE}],
+                                  "interface": "sync", "o_direct": True}]}, name="after")
+    assert res[0]["correct"], f"the dataset does not work after {op}: {res[0]}"

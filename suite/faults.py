@@ -1,0 +1,109 @@
+"""Fault scaffolding: reads held in flight by zinject, and proof that they are.
+
+A fault case is only worth something if the fault was armed: ``HeldRead`` holds
+one O_DIRECT read of a file in the ZFS pipeline (``zinject -E`` ready-stage
+delay), and ``hold()`` returns only after it has proven the read is still in
+flight and its submitter is waiting. If it cannot prove that, it raises
+``NotArmed`` (the case errors with the reason; it never passes).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from .engine import EngineRunner, parse_lines
+from .errors import SuiteError
+from .zfs import Zfs
+
+
+class NotArmed(SuiteError):
+    """The fault could not be put in place: the case proves nothing."""
+
+
+@dataclass
+class HeldRead:
+    reader: str                 # "async" (libaio, async path) | "sync" (dd iflag=direct)
+    path: str
+    delay_s: float
+    handle: object              # suite.guest.Background
+    pid: int | None
+    proof: list[str] = field(default_factory=list)
+
+    def wait(self, timeout: float) -> dict:
+        """Wait for the read; return {'finished', 'ok', 'detail'}."""
+        r = self.handle.wait(timeout)               # type: ignore[attr-defined]
+        finished = r.rc is not None and r.rc >= 0 and not getattr(r, "timed_out", False)
+        if self.reader == "async":
+            lines = parse_lines(r.stdout)
+            done = next((ln for ln in lines if ln.get("event") in ("completed", "timeout")), None)
+            if done is None:
+                return {"finished": False, "ok": False, "detail": r.stdout[-800:] + r.stderr[-800:]}
+            if done["event"] == "timeout":
+                return {"finished": False, "ok": False, "detail": json.dumps(done)}
+            reqs = done.get("requests", [])
+            ok = all(q.get("correct") or (q.get("errname") in ("EIO", "ENXIO", "EBUSY", "ENOENT"))
+                     for q in reqs)
+            return {"finished": True, "ok": ok, "detail": json.dumps(reqs)[:800]}
+        return {"finished": finished, "ok": r.rc == 0,
+                "detail": f"dd rc={r.rc} {r.stderr.strip()[-300:]}"}
+
+
+def task_state(zfs: Zfs, pid: int) -> str:
+    r = zfs.guest.run(f"awk '{{print $3}}' /proc/{pid}/stat; cat /proc/{pid}/wchan; echo",
+                      timeout=30, check=False)
+    return " ".join(r.stdout.split()) or "gone"
+
+
+def arm_delay(zfs: Zfs, path: str, delay_s: float) -> None:
+    r = zfs.zinject("-E", str(int(delay_s * 1000)), "-T", "read", "-t", "data", path,
+                    check=False, timeout=60)
+    if r.rc != 0:
+        raise NotArmed(f"zinject -E refused: {r.stderr.strip() or r.stdout.strip()}",
+                       fix="is the file on the pool and zinject from the same build?")
+
+
+def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_s: float,
+         reader: str, scale: float, length: int = 131072) -> HeldRead:
+    """Hold one O_DIRECT read of ``path`` in flight and prove it."""
+    arm_delay(zfs, path, delay_s)
+    probe_ms = int(min(delay_s / 4, 2.0 * scale) * 1000)
+    if reader == "async":
+        h = engine.background("hold", "--file", path, "--seed", seed, "--size", str(size),
+                              "--interface", "libaio", "-k", "1", "--len", str(length),
+                              "--probe-inflight", str(probe_ms),
+                              "--deadline-s", str(int(delay_s * 10 + 60 * scale)))
+    else:
+        h = zfs.guest.background(f"dd if={path} of=/dev/null bs={length} count=1 iflag=direct "
+                                 f"status=none")
+    held = HeldRead(reader, path, delay_s, h, getattr(h, "pid", None))
+    deadline = time.monotonic() + probe_ms / 1000 + 30 * scale
+    if reader == "async":
+        while time.monotonic() < deadline:
+            out, _ = h.output_so_far()             # type: ignore[attr-defined]
+            lines = parse_lines(out)
+            probe = next((ln for ln in lines if ln.get("event") == "probe"), None)
+            if probe is not None:
+                if probe.get("outstanding", 0) < 1:
+                    raise NotArmed("the read completed before the teardown could start "
+                                   f"({json.dumps(probe)})",
+                                   fix="the zinject delay did not hold it: raise the delay")
+                sub = next((ln for ln in lines if ln.get("event") == "submitted"), {})
+                held.pid = sub.get("pid") or held.pid
+                held.proof.append(f"in flight after {probe['after_ms']} ms: "
+                                  f"{probe['outstanding']} outstanding, submit took "
+                                  f"{sub.get('submit_us', '?')} us")
+                break
+            if h.done:                              # type: ignore[attr-defined]
+                raise NotArmed(f"the reader exited before proving the read in flight: {out[-500:]}")
+            time.sleep(0.2)
+        else:
+            raise NotArmed("no in-flight probe from the reader in time")
+    else:
+        time.sleep(probe_ms / 1000)
+        if h.done:                                  # type: ignore[attr-defined]
+            raise NotArmed("dd finished before the teardown could start")
+    if held.pid:
+        state = task_state(zfs, held.pid)
+        held.proof.append(f"submitter pid {held.pid} state/wchan: {state}")
+    return held

@@ -1,0 +1,317 @@
+"""Fixtures: a build, an accelerator, one guest per worker, a verified ZFS, a pool.
+
+Lifetime: the build and accelerator are per session (xdist: per worker, the
+build lock makes the second worker reuse the first one's build). One guest
+per worker is reused across cases while it stays healthy and the case asks for
+the same guest shape; a guest that splatted, hung or lost SSH is killed
+(after evidence is collected) and the next case boots a fresh one.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from .. import guard
+from ..accel import Accel, choose
+from ..build import BuildRecord
+from ..dio import DIO_PROPS, DioBench
+from ..engine import EngineRunner
+from ..errors import (BuildError, GuestError, KernelError, SeriesError, SourceError,
+                      SuiteError, VMError)
+from ..pipeline import BuildOptions, build
+from ..vm import VM, NvmeSpec, VMSpec
+from ..zfs import Dataset, Pool, PoolSpec, Zfs
+from .hooks import RUN_DIR, add_section
+
+FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
+
+
+def slug(nodeid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
+
+
+@dataclass
+class RunCtx:
+    config: pytest.Config
+    run_dir: Path
+    worker: str
+    opts: BuildOptions
+    trials: int | None
+    keep_vm: bool
+
+    def case_dir(self, nodeid: str) -> Path:
+        d = self.run_dir / "cases" / slug(nodeid)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def tables_dir(self) -> Path:
+        d = self.run_dir / "tables"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+@pytest.fixture(scope="session")
+def run_ctx(request: pytest.FixtureRequest) -> RunCtx:
+    c = request.config
+    run_dir = c.stash[RUN_DIR]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    worker = getattr(c, "workerinput", {}).get("workerid", "main")
+    opts = BuildOptions(kernel=c.getoption("kernel"), kernel_headers=c.getoption("kernel_headers"),
+                        zfs_source=c.getoption("zfs_source"), zfs_ref=c.getoption("zfs_ref"),
+                        series=list(c.getoption("series") or []), offline=c.getoption("offline"))
+    return RunCtx(c, run_dir, worker, opts, c.getoption("trials"), c.getoption("keep_vm"))
+
+
+@pytest.fixture(scope="session")
+def zfs_build(run_ctx: RunCtx) -> BuildRecord:
+    """The build under test: made, or taken from the cache, for the session's options."""
+    try:
+        record, built = build(run_ctx.opts)
+    except (SourceError, KernelError) as e:
+        pytest.skip(f"no OpenZFS build: {e.what} ({e.fix})")
+    except (SeriesError, BuildError) as e:
+        pytest.fail(f"OpenZFS build failed:\n{e}", pytrace=False)
+    out = run_ctx.run_dir / "build"
+    out.mkdir(exist_ok=True)
+    (out / f"record-{record.key}.json").write_text(record.to_json())
+    (out / "build.log.path").write_text(record.log + "\n")
+    return record
+
+
+@pytest.fixture(scope="session")
+def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
+    # choose() warns once when KVM is unusable; pytest lists it in the summary.
+    a = choose(run_ctx.config.getoption("accel"), Path(zfs_build.kernel["vmlinuz"]))
+    return a
+
+
+@dataclass(frozen=True)
+class GuestShape:
+    nvme: int = 2
+    lbs: int | tuple[int, ...] = 4096
+    size_mib: int = 1024
+    memory: str = "4G"
+    cpus: int = 2
+
+
+def shape_of(item: pytest.Item) -> GuestShape:
+    m = item.get_closest_marker("guest")
+    return GuestShape(**m.kwargs) if m else GuestShape()
+
+
+@dataclass
+class VMManager:
+    """One guest per worker, reused while healthy and of the right shape."""
+    ctx: RunCtx
+    accel: Accel
+    vm: VM | None = None
+    shape: GuestShape | None = None
+    healthy: bool = True
+    boots: int = 0
+    pool_spec: PoolSpec | None = None
+    kept: list[VM] = field(default_factory=list)
+
+    def get(self, kernel_image: Path, shape: GuestShape) -> VM:
+        if self.vm is not None and (not self.healthy or shape != self.shape or not self.vm.alive):
+            self.discard()
+        if self.vm is None:
+            self.boots += 1
+            workdir = self.ctx.run_dir / "vms" / f"{self.ctx.worker}-{self.boots}"
+            spec = VMSpec(kernel_image=kernel_image, accel=self.accel, workdir=workdir,
+                          memory=shape.memory, cpus=shape.cpus,
+                          nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib,
+                                        lbs=shape.lbs),
+                          name=f"ozfs-{self.ctx.worker}-{self.boots}")
+            vm = VM(spec)
+            try:
+                vm.start()
+                vm.wait_ready()
+            except BaseException:
+                vm.kill()
+                raise
+            self.vm, self.shape, self.healthy, self.pool_spec = vm, shape, True, None
+        return self.vm
+
+    def discard(self, keep: bool = False) -> None:
+        if self.vm is not None:
+            if keep:
+                self.kept.append(self.vm)
+            else:
+                self.vm.kill()
+        self.vm, self.pool_spec = None, None
+
+    def close(self) -> None:
+        self.discard()
+        for vm in self.kept:
+            print(f"\nkept guest {vm.spec.name}: ssh -p {vm.port} -i "
+                  f"~/.cache/virtme-ng/.ssh/id_virtme root@127.0.0.1 (console {vm.console_path}); "
+                  f"it stays up until this pytest exits, kill with Ctrl-C")
+
+
+@pytest.fixture(scope="session")
+def vm_manager(run_ctx: RunCtx, accel: Accel) -> Iterator[VMManager]:
+    mgr = VMManager(run_ctx, accel)
+    yield mgr
+    if mgr.kept:
+        mgr.close()
+        input_wait = run_ctx.config.getoption("keep_vm")
+        if input_wait:
+            try:
+                while any(vm.alive for vm in mgr.kept):
+                    time.sleep(5)
+            except KeyboardInterrupt:
+                pass
+        for vm in mgr.kept:
+            vm.kill()
+    else:
+        mgr.close()
+
+
+@pytest.fixture
+def case_dir(request: pytest.FixtureRequest, run_ctx: RunCtx) -> Path:
+    return run_ctx.case_dir(request.node.nodeid)
+
+
+def _stuck_tasks(guest, scale: float) -> list[str]:
+    """PIDs in D state in two samples a few seconds apart (a hang, not a blip)."""
+    script = ("for p in /proc/[0-9]*; do s=$(awk '/^State:/{print $2}' $p/status 2>/dev/null);"
+              " [ \"$s\" = D ] && echo ${p#/proc/}; done; true")
+    try:
+        first = set(guest.run(script, timeout=15 * scale, check=False).stdout.split())
+        if not first:
+            return []
+        time.sleep(min(10.0, 2 * scale))
+        second = set(guest.run(script, timeout=15 * scale, check=False).stdout.split())
+        return sorted(first & second)
+    except GuestError:
+        return ["(ssh dead)"]
+
+
+@pytest.fixture
+def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildRecord,
+              accel: Accel, vm_manager: VMManager, case_dir: Path) -> Iterator[Zfs]:
+    """A guest running the build under test, loaded and verified (srcversion)."""
+    item = request.node
+    try:
+        vm = vm_manager.get(Path(zfs_build.kernel["vmlinuz"]), shape_of(item))
+    except VMError as e:
+        pytest.fail(f"guest did not boot:\n{e}", pytrace=False)
+    guest = vm.guest()
+    guest.set_log(case_dir / "commands.log")
+    z = Zfs(guest, zfs_build)
+    try:
+        z.load()
+    except SuiteError as e:
+        vm_manager.healthy = False
+        pytest.fail(f"loading the build failed:\n{e}", pytrace=False)
+    (case_dir / "srcversion.txt").write_text(
+        f"spl {z.loaded_srcversion('spl')}\nzfs {z.loaded_srcversion('zfs')}\n"
+        f"build {zfs_build.key} {zfs_build.source['describe']}\n")
+    for feature, param in FEATURE_PARAMS.items():
+        if item.get_closest_marker(feature) and not z.has_param(param):
+            pytest.skip(f"{feature}: the loaded build has no {param} "
+                        f"(build {zfs_build.source['describe']}); use --series")
+    if item.get_closest_marker("zinject") and "zinject" not in zfs_build.commands:
+        pytest.skip("zinject: the build has no zinject command")
+    guest.run(f"echo 'ozfs-vmci: begin {slug(item.nodeid)}' > /dev/kmsg", timeout=20, check=False)
+    watcher = guard.ConsoleWatcher(vm.console_path)
+    pm = item.get_closest_marker("zfs_params")
+    params = dict(pm.kwargs) if pm else {}
+    ctx = z.params(**params)
+    ctx.__enter__()
+    try:
+        yield z
+    finally:
+        _after_case(item, z, vm, vm_manager, watcher, case_dir, accel, ctx)
+
+
+def _after_case(item, z: Zfs, vm: VM, mgr: VMManager, watcher, case_dir: Path,
+                accel: Accel, params_ctx) -> None:
+    """Decide whether the guest is still fit; if not, collect evidence and recycle it."""
+    rep = getattr(item, "rep_call", None)
+    failed = bool(rep and rep.failed)
+    findings = list(watcher.poll())
+    alive = vm.alive and z.guest.alive(timeout=accel.deadline(5))
+    stuck = _stuck_tasks(z.guest, accel.scale) if alive and failed else []
+    bad = [f for f in findings if f.severity in ("fatal", "error")] if findings else []
+    reason = ""
+    if not alive:
+        reason = "guest stopped answering"
+    elif stuck:
+        reason = f"tasks stuck in D state: {', '.join(stuck)}"
+    elif bad:
+        reason = f"kernel reported: {bad[0].line.strip()}"
+    if reason:
+        ev = guard.collect_evidence(z.guest if alive else None, vm, case_dir / "evidence",
+                                    reason, watcher=watcher)
+        add_section(item, "guest evidence", ev.summary())
+        (case_dir / "evidence" / "summary.txt").write_text(ev.summary() + "\n")
+        mgr.healthy = False
+        mgr.discard(keep=mgr.ctx.keep_vm)
+        if not failed:
+            pytest.fail(f"the case passed but the guest did not survive it: {reason}\n"
+                        f"{ev.summary()}", pytrace=False)
+        return
+    try:
+        params_ctx.__exit__(None, None, None)
+    except GuestError:
+        mgr.healthy = False
+
+
+@pytest.fixture
+def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, vm_manager: VMManager,
+         case_dir: Path) -> Iterator[Dataset]:
+    """A dataset for this case on a pool of the asked layout (pool reused, dataset fresh)."""
+    m = request.node.get_closest_marker("pool")
+    kw = dict(m.kwargs) if m else {}
+    spec = PoolSpec(layout=kw.get("layout", "stripe"), props=kw.get("pool_props", {}))
+    pool_obj: Pool
+    if vm_manager.pool_spec != spec or spec.name not in zfs_guest.pools():
+        pool_obj = zfs_guest.create_pool(spec)
+        vm_manager.pool_spec = spec
+    else:
+        pool_obj = Pool(zfs_guest, spec.name, spec)
+    name = kw.get("dataset") or "case"
+    ds = pool_obj.dataset(name, kw.get("props") or {})
+    (case_dir / "pool.txt").write_text(pool_obj.status())
+    yield ds
+    if vm_manager.healthy and vm_manager.vm is not None:
+        try:
+            zfs_guest.zinject("-c", "all", check=False, timeout=60)
+            ds.destroy()
+        except GuestError:
+            vm_manager.healthy = False
+
+
+@pytest.fixture
+def engine(zfs_guest: Zfs, case_dir: Path, accel: Accel) -> EngineRunner:
+    """The guest I/O engine, its plans and raw results kept in the case folder."""
+    return EngineRunner(zfs_guest.guest, case_dir / "engine", scale=accel.scale)
+
+
+@pytest.fixture
+def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: EngineRunner,
+        run_ctx: RunCtx, case_dir: Path) -> DioBench:
+    """A Direct I/O bench: nothing cached (primarycache=metadata), tables recorded."""
+    m = request.node.get_closest_marker("pool")
+    override = (m.kwargs.get("props") or {}) if m else {}
+    for k, v in DIO_PROPS.items():
+        if k not in override:
+            zfs_guest.zfs("set", f"{k}={v}", pool.name)
+    have = set(zfs_guest.guest.run("ls /sys/module/zfs/parameters", timeout=30).stdout.split())
+    item = request.node
+    n = {"count": 0}
+
+    def write_table(table) -> None:
+        n["count"] += 1
+        stem = slug(item.nodeid) + (f"-{n['count']}" if n["count"] > 1 else "")
+        table.write(run_ctx.tables_dir(), stem)
+        table.write(case_dir, f"table-{n['count']}")
+        add_section(item, f"table {n['count']}", table.text())
+
+    return DioBench(zfs_guest, pool, engine, have, run_ctx.trials, write_table)
