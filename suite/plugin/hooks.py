@@ -1,6 +1,7 @@
 """Options, markers, results folder and report hooks."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -51,6 +52,8 @@ def _run_label(config: pytest.Config) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     for m in MARKERS:
         config.addinivalue_line("markers", m)
+    # paramiko logs every refused connection while a guest boots: noise, not news.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         run_dir = Path(workerinput["ozfs_run_dir"])
