@@ -300,9 +300,9 @@ def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: E
     """A Direct I/O bench: nothing cached (primarycache=metadata), tables recorded."""
     m = request.node.get_closest_marker("pool")
     override = (m.kwargs.get("props") or {}) if m else {}
-    for k, v in DIO_PROPS.items():
-        if k not in override:
-            zfs_guest.zfs("set", f"{k}={v}", pool.name)
+    props = [f"{k}={v}" for k, v in DIO_PROPS.items() if k not in override]
+    if props:
+        zfs_guest.zfs("set", *props, pool.name)
     have = set(zfs_guest.guest.run("ls /sys/module/zfs/parameters", timeout=30).stdout.split())
     item = request.node
     n = {"count": 0}
