@@ -31,7 +31,8 @@ def builds_dir() -> Path:
 
 
 def ccache_dir() -> Path:
-    return cache_root() / "ccache"
+    env = os.environ.get("OZFS_VMCI_CCACHE_DIR")
+    return Path(env) if env else cache_root() / "ccache"
 
 
 def results_root() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
 from .build import BuildRecord
@@ -53,10 +54,21 @@ class Zfs:
     # -- commands --------------------------------------------------------------
 
     def cmd(self, name: str) -> str:
-        return self.record.commands[name]
+        """Shell prefix that runs the build's ``name`` command in the guest.
+
+        The build tree's ``./zfs`` is a libtool wrapper script (2-4 s per call
+        under TCG); the real binary is ``.libs/zfs`` and only needs the build's
+        library directory, so call that directly when it is there.
+        """
+        wrapper = Path(self.record.commands[name])
+        real = wrapper.parent / ".libs" / wrapper.name
+        if real.exists():
+            return (f"LD_LIBRARY_PATH={shlex.quote(str(real.parent))} "
+                    f"{shlex.quote(str(real))}")
+        return shlex.quote(str(wrapper))
 
     def run(self, tool: str, *args: str, timeout: float = 120, check: bool = True):
-        line = " ".join([shlex.quote(self.cmd(tool)), *map(shlex.quote, args)])
+        line = " ".join([self.cmd(tool), *map(shlex.quote, args)])
         return self.guest.run(line, timeout=timeout, check=check)
 
     def zpool(self, *args: str, **kw):
