@@ -82,20 +82,25 @@ class Zfs:
 
     # -- modules ---------------------------------------------------------------
 
-    def loaded_srcversion(self, module: str) -> str | None:
-        r = self.guest.run(f"cat /sys/module/{module}/srcversion", timeout=20, check=False)
-        return r.stdout.strip() if r.rc == 0 else None
+    def loaded_srcversions(self) -> dict[str, str | None]:
+        """srcversion of the loaded spl and zfs (None: not loaded), in one command."""
+        r = self.guest.run("for m in spl zfs; do echo $m $(cat /sys/module/$m/srcversion "
+                           "2>/dev/null || echo -); done", timeout=30, check=False)
+        seen = dict(ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2)
+        return {m: (None if seen.get(m, "-") == "-" else seen[m]) for m in ("spl", "zfs")}
 
-    def load(self, params: dict[str, str] | None = None, timeout: float = 120) -> None:
-        """insmod the build's spl.ko and zfs.ko (never the distribution's)."""
-        for mod in ("zfs", "spl"):
-            if self.loaded_srcversion(mod) is not None:
-                if self.loaded_srcversion(mod) == self.record.modules[mod].srcversion:
-                    continue
+    def loaded_srcversion(self, module: str) -> str | None:
+        return self.loaded_srcversions()[module]
+
+    def load(self, params: dict[str, str] | None = None, timeout: float = 120) -> dict[str, str]:
+        """insmod the build's spl.ko and zfs.ko (never the distribution's), then verify."""
+        want = {m: self.record.modules[m].srcversion for m in ("spl", "zfs")}
+        loaded = self.loaded_srcversions()
+        if loaded == want:
+            return self.verify(loaded)
+        for mod in ("zfs", "spl"):        # something else is loaded: take it out
+            if loaded[mod] is not None:
                 self.guest.run(f"rmmod {mod}", timeout=timeout, check=False)
-        if self.loaded_srcversion("zfs") == self.record.modules["zfs"].srcversion:
-            self.verify()
-            return
         deps = " ".join(self.record_deps())
         if deps:
             self.guest.run(f"modprobe -a {deps}", timeout=timeout, check=False)
@@ -110,7 +115,7 @@ class Zfs:
                 raise GuestError(f"insmod {path} failed: {r.stderr.strip()}",
                                  fix="the build does not fit this guest kernel? see dmesg",
                                  detail=dmesg)
-        self.verify()
+        return self.verify()
 
     def record_deps(self) -> list[str]:
         """Kernel modules spl.ko/zfs.ko depend on (modinfo in the guest)."""
@@ -119,20 +124,18 @@ class Zfs:
         deps = {d for ln in r.stdout.split() for d in ln.split(",") if d}
         return sorted(deps - {"spl", "zfs"})
 
-    def verify(self) -> dict[str, str]:
+    def verify(self, loaded: dict[str, str | None] | None = None) -> dict[str, str]:
         """Prove the loaded spl/zfs are this build: srcversion must match the record."""
-        seen = {}
+        loaded = loaded or self.loaded_srcversions()
         for mod in ("spl", "zfs"):
-            want = self.record.modules[mod].srcversion
-            got = self.loaded_srcversion(mod)
-            seen[mod] = got or "(not loaded)"
+            want, got = self.record.modules[mod].srcversion, loaded[mod]
             if got != want:
                 raise ModuleMismatch(
                     f"loaded {mod} srcversion {got or '(not loaded)'} is not the build "
                     f"under test ({want}, {self.record.modules[mod].path})",
                     fix="a distribution or stale module is loaded: rmmod zfs spl, or let "
                         "the suite boot a fresh guest")
-        return seen
+        return {m: v for m, v in loaded.items() if v}
 
     def unload(self, timeout: float = 60) -> None:
         for mod in ("zfs", "spl"):
@@ -207,14 +210,16 @@ class Pool:
         return parse_kstat(r.stdout)
 
     def dataset(self, name: str, props: dict[str, str] | None = None) -> "Dataset":
+        """A fresh dataset (one zfs call when nothing is left over from before)."""
         full = f"{self.name}/{name}"
-        self.zfs.zfs("destroy", "-R", "-f", full, check=False)
         args = ["create"]
         for k, v in (props or {}).items():
             args += ["-o", f"{k}={v}"]
-        self.zfs.zfs(*args, full)
-        mnt = self.zfs.zfs("get", "-H", "-o", "value", "mountpoint", full).stdout.strip()
-        return Dataset(self, full, mnt)
+        r = self.zfs.zfs(*args, full, check=False)
+        if r.rc != 0:       # left over from a case that did not clean up: start over
+            self.zfs.zfs("destroy", "-R", "-f", full, check=False)
+            self.zfs.zfs(*args, full)
+        return Dataset(self, full, f"{self.zfs.mnt_root}/{full}")
 
     def status(self) -> str:
         return self.zfs.zpool("status", "-v", self.name, check=False).stdout

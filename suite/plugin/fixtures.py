@@ -114,6 +114,7 @@ class VMManager:
     healthy: bool = True
     boots: int = 0
     pool_spec: PoolSpec | None = None
+    params: set[str] | None = None          # module parameters the loaded build has
     kept: list[VM] = field(default_factory=list)
 
     def get(self, kernel_image: Path, shape: GuestShape) -> VM:
@@ -135,6 +136,7 @@ class VMManager:
                 vm.kill()
                 raise
             self.vm, self.shape, self.healthy, self.pool_spec = vm, shape, True, None
+            self.params = None
         return self.vm
 
     def discard(self, keep: bool = False) -> None:
@@ -205,15 +207,18 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
     guest.set_log(case_dir / "commands.log")
     z = Zfs(guest, zfs_build)
     try:
-        z.load()
+        loaded = z.load()
     except SuiteError as e:
         vm_manager.healthy = False
         pytest.fail(f"loading the build failed:\n{e}", pytrace=False)
     (case_dir / "srcversion.txt").write_text(
-        f"spl {z.loaded_srcversion('spl')}\nzfs {z.loaded_srcversion('zfs')}\n"
+        "".join(f"{m} {v}\n" for m, v in loaded.items()) +
         f"build {zfs_build.key} {zfs_build.source['describe']}\n")
+    if vm_manager.params is None:
+        vm_manager.params = set(guest.run("ls /sys/module/zfs/parameters",
+                                          timeout=accel.deadline(10)).stdout.split())
     for feature, param in FEATURE_PARAMS.items():
-        if item.get_closest_marker(feature) and not z.has_param(param):
+        if item.get_closest_marker(feature) and param not in vm_manager.params:
             pytest.skip(f"{feature}: the loaded build has no {param} "
                         f"(build {zfs_build.source['describe']}); use --series")
     if item.get_closest_marker("zinject") and "zinject" not in zfs_build.commands:
@@ -266,24 +271,37 @@ def _after_case(item, z: Zfs, vm: VM, mgr: VMManager, watcher, case_dir: Path,
 @pytest.fixture
 def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, vm_manager: VMManager,
          case_dir: Path) -> Iterator[Dataset]:
-    """A dataset for this case on a pool of the asked layout (pool reused, dataset fresh)."""
+    """A fresh dataset for this case on a pool of the asked layout.
+
+    The pool is created when the guest has none of that layout and reused after;
+    a case that exports or destroys it sets ``vm_manager.pool_spec = None``.
+    Cases that use ``dio`` get the Direct I/O dataset properties (nothing cached)
+    unless their ``pool`` marker says otherwise.
+    """
     m = request.node.get_closest_marker("pool")
     kw = dict(m.kwargs) if m else {}
     spec = PoolSpec(layout=kw.get("layout", "stripe"), props=kw.get("pool_props", {}))
-    pool_obj: Pool
-    if vm_manager.pool_spec != spec or spec.name not in zfs_guest.pools():
+    props = dict(DIO_PROPS) if "dio" in request.fixturenames else {}
+    props.update(kw.get("props") or {})
+    if vm_manager.pool_spec != spec:
         pool_obj = zfs_guest.create_pool(spec)
         vm_manager.pool_spec = spec
+        (case_dir / "pool.txt").write_text(pool_obj.status())
     else:
         pool_obj = Pool(zfs_guest, spec.name, spec)
-    name = kw.get("dataset") or "case"
-    ds = pool_obj.dataset(name, kw.get("props") or {})
-    (case_dir / "pool.txt").write_text(pool_obj.status())
+    try:
+        ds = pool_obj.dataset(kw.get("dataset") or "case", props)
+    except GuestError:              # the pool went away (exported, destroyed): recreate
+        pool_obj = zfs_guest.create_pool(spec)
+        ds = pool_obj.dataset(kw.get("dataset") or "case", props)
     yield ds
     if vm_manager.healthy and vm_manager.vm is not None:
         try:
-            zfs_guest.zinject("-c", "all", check=False, timeout=60)
-            ds.destroy()
+            if request.node.get_closest_marker("zinject"):
+                zfs_guest.zinject("-c", "all", check=False, timeout=60)
+            r = zfs_guest.zfs("destroy", "-R", "-f", ds.name, check=False, timeout=120)
+            if r.rc != 0:
+                vm_manager.pool_spec = None     # unknown state: recreate next time
         except GuestError:
             vm_manager.healthy = False
 
@@ -296,14 +314,9 @@ def engine(zfs_guest: Zfs, case_dir: Path, accel: Accel) -> EngineRunner:
 
 @pytest.fixture
 def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: EngineRunner,
-        run_ctx: RunCtx, case_dir: Path) -> DioBench:
+        run_ctx: RunCtx, case_dir: Path, vm_manager: VMManager) -> DioBench:
     """A Direct I/O bench: nothing cached (primarycache=metadata), tables recorded."""
-    m = request.node.get_closest_marker("pool")
-    override = (m.kwargs.get("props") or {}) if m else {}
-    props = [f"{k}={v}" for k, v in DIO_PROPS.items() if k not in override]
-    if props:
-        zfs_guest.zfs("set", *props, pool.name)
-    have = set(zfs_guest.guest.run("ls /sys/module/zfs/parameters", timeout=30).stdout.split())
+    have = vm_manager.params or set()
     item = request.node
     n = {"count": 0}
 
