@@ -24,7 +24,12 @@ from suite.faults import hold
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 
 SIZE = 1 << 20
-TEARDOWNS = ["rollback", "unmount", "export", "destroy-clone"]
+TEARDOWNS = ["rollback", "unmount", "unmount-lazy", "export", "destroy-clone"]
+# Linux refuses to unmount a filesystem with an open file: for these a clean
+# "busy" refusal is a correct outcome (the read and the dataset must still be
+# fine). rollback suspends the filesystem under open files and must succeed;
+# unmount-lazy detaches at once and tears down when the held read lets go.
+MAY_REFUSE_BUSY = {"unmount", "export", "destroy-clone"}
 
 
 def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
@@ -32,13 +37,14 @@ def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
     pool = ds.split("/")[0]
     return {"rollback": f"{zfs} rollback -r {ds}@before",
             "unmount": f"{zfs} unmount -f {ds}",
+            "unmount-lazy": f"umount -l $({zfs} get -H -o value mountpoint {ds})",
             "export": f"{zpool} export -f {pool}",
             "destroy-clone": f"{zfs} destroy -f {clone}"}[op]
 
 
 def _restore(z, op: str, ds: str, pool: str) -> None:
-    if op == "unmount":
-        z.zfs("mount", ds, timeout=120)
+    if op in ("unmount", "unmount-lazy"):
+        z.zfs("mount", ds, timeout=120, check=False)
     elif op == "export":
         z.zpool("import", "-d", "/dev", pool, timeout=300)
 
@@ -77,7 +83,10 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     if td_result.rc is None or getattr(td_result, "timed_out", False):
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
     elif td_result.rc != 0:
-        problems.append(f"`{op}` failed rc={td_result.rc}: {td_result.stderr.strip()[-300:]}")
+        busy = "busy" in td_result.stderr
+        if not (busy and op in MAY_REFUSE_BUSY):
+            problems.append(f"`{op}` failed rc={td_result.rc}: {td_result.stderr.strip()[-300:]}")
+        (case_dir / "outcome.txt").write_text(f"{op}: refused ({td_result.stderr.strip()})\n")
     if not read["finished"]:
         problems.append(f"the held {reader} read did not complete: {read['detail'][:300]}")
     elif not read["ok"]:

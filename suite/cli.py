@@ -75,6 +75,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor(install=args.install, accel=args.accel)
 
 
+def cmd_bugs(args: argparse.Namespace) -> int:
+    from .knownbugs import run_bugs
+    return run_bugs(args.name, args.only, args.k, args.pytest_args)
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     from .shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
@@ -97,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--install", action="store_true", help="install what is missing (apt)")
     d.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     d.set_defaults(func=cmd_doctor)
+    kb = sub.add_parser("bugs", help="run each known bug's cases at its bad and fixed "
+                                     "commits: they must fail, then pass")
+    kb.add_argument("name", help="series name, e.g. async-dio")
+    kb.add_argument("--only", action="append", default=[], help="bug id (repeatable)")
+    kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
+    kb.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    kb.set_defaults(func=cmd_bugs)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh)
