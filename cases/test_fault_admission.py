@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from suite.dio import ASYNC_PARAM
-from suite.engine import parse_lines
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.async_dio]
 
@@ -32,21 +31,35 @@ def test_admission_limit_under_flood(zfs_guest, pool, engine, accel, case_dir):
     limit_bytes = limit if default >= 1 << 20 else limit * REQ
     path = pool.path("flood.bin")
     engine.oneshot("write-file", path, "--size", str(SIZE), "--seed", "flood")
-    with zfs_guest.params(**{ASYNC_PARAM: 1, name: limit}):
-        lines = engine.oneshot(
-            "flood", "--file", path, "--seed", "flood", "--size", str(SIZE),
-            "--interface", "libaio", "--len", str(REQ), "--submitters", str(SUBMITTERS),
-            "--depth", str(DEPTH), "--requests", "24",
-            "--sample", "pinned=/proc/vmstat#nr_foll_pin_acquired-nr_foll_pin_released",
-            "--sample-ms", "20", timeout=600)
-    (case_dir / "flood.json").write_text("\n".join(map(str, lines)))
-    flood = next((ln for ln in lines if ln.get("event") == "flood"), None)
-    assert flood is not None, f"no flood report: {lines}"
-    assert not flood.get("hung"), f"submitters hung: {flood['hung']}"
-    assert flood["all_correct"], flood["submitters"]
-    pinned = flood["samples"]["pinned"]
+
+    def flood(limit_value: int) -> dict:
+        with zfs_guest.params(**{ASYNC_PARAM: 1, name: limit_value}):
+            lines = engine.oneshot(
+                "flood", "--file", path, "--seed", "flood", "--size", str(SIZE),
+                "--interface", "libaio", "--len", str(REQ), "--submitters", str(SUBMITTERS),
+                "--depth", str(DEPTH), "--requests", "24",
+                "--sample", "pinned=/proc/vmstat#nr_foll_pin_acquired-nr_foll_pin_released",
+                "--sample-ms", "20", timeout=600)
+        (case_dir / f"flood-{limit_value}.json").write_text("\n".join(map(str, lines)))
+        rep = next((ln for ln in lines if ln.get("event") == "flood"), None)
+        assert rep is not None, f"no flood report: {lines}"
+        assert not rep.get("hung"), f"submitters hung: {rep['hung']}"
+        assert rep["all_correct"], rep["submitters"]
+        assert rep["samples"]["pinned"]["count"] > 0, "no pinned-page samples during the flood"
+        return rep
+
     bound_pages = (limit_bytes + SUBMITTERS * REQ) // 4096
-    assert pinned["count"] > 0, "no pinned-page samples were taken during the flood"
-    assert pinned["max"] - pinned["first"] <= bound_pages, (
-        f"{(pinned['max'] - pinned['first']) * 4096} bytes pinned at peak > limit {limit_bytes} "
-        f"+ {SUBMITTERS} x {REQ} sync fallbacks ({name}={limit})")
+    limited, control = flood(limit), flood(default)
+    peak = limited["samples"]["pinned"]["max"] - limited["samples"]["pinned"]["first"]
+    peak_control = control["samples"]["pinned"]["max"] - control["samples"]["pinned"]["first"]
+    (case_dir / "admission.txt").write_text(
+        f"{name}={limit}: peak pinned {peak * 4096} B (bound {bound_pages * 4096} B)\n"
+        f"{name}={default} (control): peak pinned {peak_control * 4096} B\n")
+    if peak_control <= bound_pages:
+        pytest.fail(f"could not arm: without the limit the flood peaked at "
+                    f"{peak_control * 4096} B pinned, under the bound; the case cannot tell "
+                    f"a working limit from a missing one (raise --depth/--submitters)",
+                    pytrace=False)
+    assert peak <= bound_pages, (
+        f"{peak * 4096} B pinned at peak > limit {limit_bytes} + {SUBMITTERS} x {REQ} sync "
+        f"fallbacks ({name}={limit}); control without the limit: {peak_control * 4096} B")

@@ -39,7 +39,7 @@ def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
             "unmount": f"{zfs} unmount -f {ds}",
             "unmount-lazy": f"umount -l $({zfs} get -H -o value mountpoint {ds})",
             "export": f"{zpool} export -f {pool}",
-            "destroy-clone": f"{zfs} destroy -f {clone}"}[op]
+            "destroy-clone": f"{zfs} destroy -r -f {clone}"}[op]
 
 
 def _restore(z, op: str, ds: str, pool: str) -> None:

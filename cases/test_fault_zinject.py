@@ -95,7 +95,8 @@ def test_zinject_mirror_checksum_self_heals(dio, zfs_guest, pool):
     dio.engine.oneshot("write-file", f.path, "--size", str(SIZE), "--seed", "mirror")
     zfs_guest.guest.run("sync", timeout=120)
     dev = zfs_guest.nvme_devices()[0]
-    r = zfs_guest.zinject("-d", dev, "-e", "checksum", "-T", "read", "-f", "100",
+    # "corrupt" flips bits in what the device returns: the checksum catches it.
+    r = zfs_guest.zinject("-d", dev, "-e", "corrupt", "-T", "read", "-f", "100",
                           pool.pool.name, check=False)
     assert r.rc == 0, f"could not arm: zinject refused: {r.stderr}"
     shape = Shape("pread-128k", nsegs=0, total=131072)

@@ -103,6 +103,8 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
         time.sleep(probe_ms / 1000)
         if h.done:                                  # type: ignore[attr-defined]
             raise NotArmed("dd finished before the teardown could start")
+        held.pid = getattr(h, "pid", None)
+        held.proof.append(f"dd iflag=direct still running after {probe_ms} ms")
     if held.pid:
         state = task_state(zfs, held.pid)
         held.proof.append(f"submitter pid {held.pid} state/wchan: {state}")
