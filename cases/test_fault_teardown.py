@@ -45,7 +45,7 @@ def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
 def _restore(z, op: str, ds: str, pool: str) -> None:
     if op in ("unmount", "unmount-lazy"):
         z.zfs("mount", ds, timeout=120, check=False)
-    elif op == "export":
+    elif op == "export" and pool not in z.pools():     # not when it refused (busy)
         z.zpool("import", "-d", "/dev", pool, timeout=300)
 
 
