@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Benchmark: the fixed costs a case pays in a guest with a ZFS build.
+
+    python bench/guest_zfs.py [--series async-dio] [--accel auto] [--resets 5]
+
+Prints numbers only: boot to first command, module load (insmod spl+zfs and
+srcversion check), pool create (stripe over 2 NVMe namespaces), and pool reset
+the way cases do it (dataset create + destroy), median of --resets.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from suite.accel import choose  # noqa: E402
+from suite.pipeline import BuildOptions, build  # noqa: E402
+from suite.vm import VM, NvmeSpec, VMSpec  # noqa: E402
+from suite.zfs import PoolSpec, Zfs  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--series", action="append", default=[])
+    ap.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    ap.add_argument("--resets", type=int, default=5)
+    a = ap.parse_args()
+    record, _ = build(BuildOptions(series=a.series or ["async-dio"]))
+    kernel = Path(record.kernel["vmlinuz"])
+    acc = choose(a.accel, kernel)
+    print(f"build {record.key} ({record.source['describe']}), kernel {kernel.name}, "
+          f"accel {acc.name}")
+    with tempfile.TemporaryDirectory(prefix="ozvm-bench-") as tmp:
+        vm = VM(VMSpec(kernel_image=kernel, accel=acc, workdir=Path(tmp),
+                       nvme=NvmeSpec(count=2, size_mib=1024), name="ozvm-bench-zfs"))
+        t = time.monotonic()
+        vm.start()
+        try:
+            guest = vm.wait_ready()
+            guest.run("true", timeout=60)
+            boot = time.monotonic() - t
+            z = Zfs(guest, record)
+            t = time.monotonic()
+            z.load()
+            load = time.monotonic() - t
+            t = time.monotonic()
+            pool = z.create_pool(PoolSpec())
+            create = time.monotonic() - t
+            resets = []
+            for _ in range(a.resets):
+                t = time.monotonic()
+                ds = pool.dataset("case", {"primarycache": "metadata"})
+                z.zfs("destroy", "-R", "-f", ds.name)
+                resets.append(time.monotonic() - t)
+        finally:
+            vm.kill()
+    print(f"boot to first command  {boot:6.1f} s")
+    print(f"module load + verify   {load:6.1f} s")
+    print(f"pool create (2 NVMe)   {create:6.1f} s")
+    print(f"pool reset (dataset)   median {statistics.median(resets):.1f} s, "
+          f"min {min(resets):.1f}, max {max(resets):.1f} over {len(resets)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
