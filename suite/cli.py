@@ -107,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("name", help="series name, e.g. async-dio")
     kb.add_argument("--only", action="append", default=[], help="bug id (repeatable)")
     kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
-    kb.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     kb.set_defaults(func=cmd_bugs)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
@@ -116,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     sh.add_argument("--nvme", type=int, default=2)
     sh.add_argument("--keep", action="store_true", help="leave the guest running on exit")
     sh.set_defaults(func=cmd_shell)
-    args = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.pytest_args = passthrough          # `python -m suite bugs NAME -- -n 2`
     try:
         return args.func(args)
     except SuiteError as e:
