@@ -32,12 +32,13 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
-        ran = self.passed + self.failed + self.errors
-        if ran == 0:
-            return "NOTHING RAN"
+        if self.passed + self.failed == 0:
+            return "ERROR (nothing ran to a verdict; see pytest.log)"
         if self.role == "bad":
-            return "caught" if self.failed + self.errors else "MISSED (bug not caught)"
-        return "clean" if not (self.failed or self.errors) else "FALSE ALARM on the fix"
+            return "caught" if self.failed else "MISSED (bug not caught)"
+        if self.errors:
+            return "ERROR on the fix (see pytest.log)"
+        return "clean" if not self.failed else "FALSE ALARM on the fix"
 
 
 def count(junit: Path) -> tuple[int, int, int, int]:

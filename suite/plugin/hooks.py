@@ -46,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _run_label(config: pytest.Config) -> str:
     series = "+".join(config.getoption("series") or []) or (config.getoption("zfs_ref") or "stock")
-    return re.sub(r"[^A-Za-z0-9@._+-]+", "_", series)[:60]
+    # Only characters qemu/vng take in paths (the VM workdirs live under it).
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", series.replace("@", "-at-"))[:60]
 
 
 def pytest_configure(config: pytest.Config) -> None:
