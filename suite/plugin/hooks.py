@@ -79,6 +79,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     for title, text in getattr(item, "ozfs_sections", []):
         if rep.when == "teardown" or (rep.when == "call" and rep.failed):
             rep.sections.append((title, text))
+    if rep.when == "teardown":
+        # Evidence is gathered in teardown, after the call report was made: give it
+        # to the failed call's report too, so the failure shows it.
+        call = getattr(item, "rep_call", None)
+        if call is not None and call.failed:
+            for title, text in getattr(item, "ozfs_sections", []):
+                if (title, text) not in call.sections:
+                    call.sections.append((title, text))
 
 
 def add_section(item: pytest.Item, title: str, text: str) -> None:
@@ -99,6 +107,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.section("ozfs-vmci tables")
         for t in tables:
             terminalreporter.write_line(t.read_text().rstrip())
+            terminalreporter.write_line("")
+    evidence = sorted(run_dir.glob("cases/*/evidence/summary.txt"))
+    if evidence:
+        terminalreporter.section("ozfs-vmci guest evidence")
+        for ev in evidence:
+            terminalreporter.write_line(f"[{ev.parent.parent.name}]")
+            terminalreporter.write_line(ev.read_text().rstrip())
             terminalreporter.write_line("")
     terminalreporter.write_line(f"ozfs-vmci results: {run_dir}")
     if os.environ.get("GITHUB_STEP_SUMMARY") and tables:
