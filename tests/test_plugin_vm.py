@@ -47,6 +47,12 @@ def test_2_next_case_gets_a_fresh_guest(zfs_guest, vm_manager):
 '''
 
 
+@pytest.fixture(autouse=True)
+def _inner_imports_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner session runs in a temp dir: let it import this checkout's suite."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+
+
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     results = pytester.path / "results"
     res = pytester.runpytest_subprocess(
