@@ -11,6 +11,7 @@ Both skip with the reason when no OpenZFS build can be had (source unreachable).
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -47,10 +48,16 @@ def test_2_next_case_gets_a_fresh_guest(zfs_guest, vm_manager):
 '''
 
 
+REAL_HOME = os.environ.get("HOME", str(Path.home()))
+
+
 @pytest.fixture(autouse=True)
-def _inner_imports_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inner session runs in a temp dir: let it import this checkout's suite."""
+def _inner_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner session runs in a temp dir: let it import this checkout's suite, and
+    give it back the real HOME (pytester isolates it), where the user's git config
+    (insteadOf mirrors), the build cache and virtme-ng's SSH key live."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("HOME", REAL_HOME)
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
