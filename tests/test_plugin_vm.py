@@ -32,8 +32,8 @@ pytestmark = pytest.mark.vm
 @pytest.mark.zinject
 @pytest.mark.pool(props={"primarycache": "metadata"})
 def test_1_guest_hangs(zfs_guest, pool, accel):
-    p = pool.path("held.bin")
-    zfs_guest.guest.run(f"dd if=/dev/zero of={p} bs=128k count=4 oflag=direct status=none; sync",
+    p = pool.path("held.bin")   # random data: zero blocks become holes, whose reads do no I/O
+    zfs_guest.guest.run(f"dd if=/dev/urandom of={p} bs=128k count=4 oflag=direct status=none; sync",
                         timeout=accel.deadline(30))
     zfs_guest.zinject("-E", "900000", "-T", "read", "-t", "data", p)
     zfs_guest.guest.background(f"dd if={p} of=/dev/null bs=128k count=1 iflag=direct")
