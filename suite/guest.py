@@ -173,6 +173,12 @@ class _Exec:
                 return True
             got = self._drain()
             if self.chan.exit_status_ready():
+                # sshd may send the exit status while output is still on its way
+                # (flow-control window): read on until EOF, bounded.
+                end = time.monotonic() + 10.0
+                while not self.chan.eof_received and time.monotonic() < end:
+                    if not self._drain():
+                        time.sleep(POLL)
                 self._drain()
                 self.rc = self.chan.recv_exit_status()
                 self._finish()
