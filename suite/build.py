@@ -265,7 +265,8 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
     key = req.key
     bdir = build_dir(key)
     if bdir.exists():
-        print(f"removing half build {bdir}", file=sys.stderr)
+        what = "previous build (forced rebuild)" if (bdir / "record.json").exists() else "half build"
+        print(f"removing {what} {bdir}", file=sys.stderr)
         shutil.rmtree(bdir)
     src = bdir / "src"
     log = bdir / "build.log"
