@@ -44,7 +44,7 @@ def main() -> int:
             guest = vm.wait_ready()
             guest.run("true", timeout=60)
             boot = time.monotonic() - t
-            z = Zfs(guest, record)
+            z = Zfs(guest, record, devices=vm.nvme_devices)
             t = time.monotonic()
             z.load()
             load = time.monotonic() - t

@@ -30,7 +30,7 @@ def run_shell(opts: BuildOptions, accel: str = "auto", nvme: int = 2, keep: bool
     vm.start()
     try:
         guest = vm.wait_ready()
-        z = Zfs(guest, record)
+        z = Zfs(guest, record, devices=vm.nvme_devices)
         loaded = z.load()
         z.create_pool(PoolSpec())
         bindirs = sorted({str(Path(p).parent / ".libs") for p in record.commands.values()})

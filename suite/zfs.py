@@ -10,7 +10,7 @@ import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .build import BuildRecord
 from .errors import GuestError, SuiteError
@@ -46,10 +46,12 @@ class PoolSpec:
 class Zfs:
     """The build under test, driven inside one guest."""
 
-    def __init__(self, guest, record: BuildRecord, mnt_root: str = "/tmp/zfs") -> None:
+    def __init__(self, guest, record: BuildRecord, mnt_root: str = "/tmp/zfs",
+                 devices: Callable[[], dict[str, str]] | None = None) -> None:
         self.guest = guest
         self.record = record
         self.mnt_root = mnt_root
+        self._devices = devices        # VM.nvme_devices: {serial: /dev/nvmeXn1}
 
     # -- commands --------------------------------------------------------------
 
@@ -178,11 +180,10 @@ class Zfs:
 
     def nvme_devices(self) -> list[str]:
         """NVMe namespaces ordered by their serial (zt0, zt1, ...), not probe order."""
-        r = self.guest.run("modprobe nvme 2>/dev/null; for d in /sys/block/nvme*; do "
-                           "[ -e $d/device/serial ] && echo $(cat $d/device/serial) "
-                           "/dev/${d##*/}; done", timeout=60, check=False)
-        pairs = sorted(ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2)
-        return [dev for _, dev in pairs]
+        if self._devices is None:
+            raise SuiteError("this Zfs was made without the VM's device map",
+                             fix="construct it as Zfs(guest, record, devices=vm.nvme_devices)")
+        return [dev for _, dev in sorted(self._devices().items())]
 
     def create_pool(self, spec: PoolSpec, devices: list[str] | None = None) -> "Pool":
         devices = devices if devices is not None else self.nvme_devices()

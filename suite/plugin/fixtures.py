@@ -159,19 +159,15 @@ class VMManager:
 def vm_manager(run_ctx: RunCtx, accel: Accel) -> Iterator[VMManager]:
     mgr = VMManager(run_ctx, accel)
     yield mgr
-    if mgr.kept:
-        mgr.close()
-        input_wait = run_ctx.config.getoption("keep_vm")
-        if input_wait:
-            try:
-                while any(vm.alive for vm in mgr.kept):
-                    time.sleep(5)
-            except KeyboardInterrupt:
-                pass
+    mgr.close()
+    if mgr.kept:                  # --keep-vm: stay up until the guests die or Ctrl-C
+        try:
+            while any(vm.alive for vm in mgr.kept):
+                time.sleep(5)
+        except KeyboardInterrupt:
+            pass
         for vm in mgr.kept:
             vm.kill()
-    else:
-        mgr.close()
 
 
 @pytest.fixture
@@ -205,7 +201,7 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
         pytest.fail(f"guest did not boot:\n{e}", pytrace=False)
     guest = vm.guest()
     guest.set_log(case_dir / "commands.log")
-    z = Zfs(guest, zfs_build)
+    z = Zfs(guest, zfs_build, devices=vm.nvme_devices)
     try:
         loaded = z.load()
     except SuiteError as e:
