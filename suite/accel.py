@@ -12,7 +12,6 @@ about 6x slower than KVM, and ``OZFS_VMCI_DEADLINE_SCALE`` overrides the factor.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import VMError
+from .locks import file_lock
 from .paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -152,8 +152,7 @@ def cached_probe(kernel: Path, deadline: float = PROBE_DEADLINE) -> tuple[ProbeR
     """
     fp = host_fingerprint(kernel)
     path = cache_dir() / f"kvm-{cache_key(fp)}.json"
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(path.with_suffix(".lock"), "the KVM probe", timeout=deadline * 4 + 60):
         hit = read_cached(path, cache_ttl())
         if hit is not None:
             return hit, True

@@ -15,7 +15,6 @@ effective across the commits of a series. The exact commit is still recorded
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +30,7 @@ from typing import Iterator
 from . import paths
 from .errors import BuildError
 from .kernel import Kernel
+from .locks import file_lock
 from .progress import step
 from .series import SourceTree
 from .source import ObjectCache
@@ -150,32 +150,14 @@ def cached(key: str) -> BuildRecord | None:
     return None
 
 
-class _Lock:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.f = open(path, "w")
-
-    def __enter__(self) -> "_Lock":
-        try:
-            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another build of the same key ({self.f.name})",
-                  file=sys.stderr, flush=True)
-            fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
-
-
 def get_or_build(req: BuildRequest, cache: ObjectCache, force: bool = False,
                  jobs: int | None = None) -> tuple[BuildRecord, bool]:
     """Return (record, built_now). The same inputs never build twice."""
     key = req.key
     if not force and (rec := cached(key)):
         return rec, False
-    with _Lock(paths.builds_dir() / f"{key}.lock"):
+    with file_lock(paths.builds_dir() / f"{key}.lock", f"another build of {key} "
+                   f"({req.tree.describe})"):
         if not force and (rec := cached(key)):
             return rec, False
         return _build(req, cache, jobs or os.cpu_count() or 2), True

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
+from .locks import file_lock
 from .errors import KernelError
 
 DEFAULT_PROFILE = "debian-6.1"
@@ -196,7 +197,10 @@ def resolve_kernel(spec: str | None = None, headers: str | None = None,
     releases = installed_releases(profile.release_glob)
     usable = [r for r in releases if (Path(f"/lib/modules/{r}/build/Makefile")).exists()]
     if not usable and allow_install:
-        install(profile)
+        with file_lock(paths.cache_root() / "kernel-install.lock", f"installing {profile.name}"):
+            releases = installed_releases(profile.release_glob)     # another process did it?
+            if not any(Path(f"/lib/modules/{r}/build/Makefile").exists() for r in releases):
+                install(profile)
         releases = installed_releases(profile.release_glob)
         usable = [r for r in releases if (Path(f"/lib/modules/{r}/build/Makefile")).exists()]
     if not usable:

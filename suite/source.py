@@ -26,6 +26,7 @@ from typing import Sequence
 
 from . import paths
 from .errors import SourceError
+from .locks import file_lock
 
 DEFAULT_URL = "https://github.com/openzfs/zfs"
 DEFAULT_REF = "master"
@@ -94,8 +95,19 @@ class ObjectCache:
         p = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
         return p.stdout.strip() or None if p.returncode == 0 else None
 
+    def lock(self, what: str):
+        """One process at a time creates or fetches into the cache; the others wait
+        and then reuse what it brought (xdist workers, two sessions at once)."""
+        return file_lock(self.path.parent / "objects.lock", what)
+
     def seed(self, url: str) -> None:
-        """Create the cache by cloning ``url`` (bare, all branches)."""
+        """Create the cache by cloning ``url`` (bare, all branches), once."""
+        with self.lock(f"seeding the git object cache from {url}"):
+            self._seed(url)
+
+    def _seed(self, url: str) -> None:
+        if self.exists():           # another process seeded it while we waited
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="objects.", dir=self.path.parent))
         try:
@@ -111,8 +123,12 @@ class ObjectCache:
 
     def fetch(self, url: str, ref: str) -> str:
         """Fetch ``ref`` of ``url`` into the cache; return the commit id."""
+        with self.lock(f"fetching {ref} of {url}"):
+            return self._fetch(url, ref)
+
+    def _fetch(self, url: str, ref: str) -> str:
         if not self.exists():
-            self.seed(url)
+            self._seed(url)
         local_ref = f"refs/ozfs/{slug(url)}/{ref}"
         src = ref if is_commit_id(ref) else (
             ref if ref.startswith("refs/") else f"refs/heads/{ref}")
@@ -144,8 +160,31 @@ class ObjectCache:
         present = self.has_commit(ref) if is_commit_id(ref) else None
         if present:
             return Resolved(url, ref, present)
-        local_ref = f"refs/ozfs/{slug(url)}/{ref}"
-        known = self.has_commit(local_ref)
+        found = self._known(url, ref, offline)
+        if found:
+            return found
+        with self.lock(f"fetching {ref} of {url}"):
+            # Another process may have fetched it while we waited for the lock.
+            found = self._known(url, ref, offline)
+            if found:
+                return found
+            local_ref = f"refs/ozfs/{slug(url)}/{ref}"
+            known = self.has_commit(local_ref)
+            try:
+                return Resolved(url, ref, self._fetch(url, ref))
+            except SourceError as e:
+                if known:
+                    import sys
+                    print(f"warning: could not refresh {ref} from {url}; using cached "
+                          f"{known[:11]} ({e.what})", file=sys.stderr)
+                    return Resolved(url, ref, known)
+                raise
+
+    def _known(self, url: str, ref: str, offline: bool) -> Resolved | None:
+        """The cached commit of ``ref`` when it may be used without a fetch."""
+        if is_commit_id(ref) and (present := self.has_commit(ref)):
+            return Resolved(url, ref, present)
+        known = self.has_commit(f"refs/ozfs/{slug(url)}/{ref}")
         stamp = self._stamp(url, ref)
         fresh = known and stamp.exists() and time.time() - stamp.stat().st_mtime < FETCH_TTL
         if known and (offline or fresh):
@@ -153,15 +192,7 @@ class ObjectCache:
         if offline:
             raise SourceError(f"{ref} of {url} is not in the local cache and --offline is set",
                               fix="run once without --offline")
-        try:
-            return Resolved(url, ref, self.fetch(url, ref))
-        except SourceError as e:
-            if known:
-                import sys
-                print(f"warning: could not refresh {ref} from {url}; using cached "
-                      f"{known[:11]} ({e.what})", file=sys.stderr)
-                return Resolved(url, ref, known)
-            raise
+        return None
 
     def commit_of_local_dir(self, directory: Path, ref: str | None) -> Resolved:
         """Bring a local checkout's commit (and uncommitted tracked changes) in."""
@@ -179,10 +210,11 @@ class ObjectCache:
         if not commit:
             raise SourceError(f"ref '{rev}' does not exist in {directory}",
                               fix="pass an existing branch, tag or commit as --zfs-ref")
-        if not self.exists():
-            self.seed(str(directory))
-        if not self.has_commit(commit):
-            self.run("fetch", "--quiet", "--no-tags", str(directory), commit)
+        with self.lock(f"fetching {commit[:11]} of {directory}"):
+            if not self.exists():
+                self._seed(str(directory))
+            if not self.has_commit(commit):
+                self.run("fetch", "--quiet", "--no-tags", str(directory), commit)
         return Resolved(str(directory), rev + (" (+uncommitted)" if dirty else ""), commit)
 
     # -- trees ---------------------------------------------------------------

@@ -41,6 +41,7 @@ from .accel import Accel
 from .errors import VMError
 from .guard import PANIC_KINDS, ConsoleWatcher
 from .guest import Guest, virtme_key
+from .locks import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -325,8 +326,7 @@ def ensure_vng_ssh_keys() -> None:
     ssh_dir = key.parent
     ssh_dir.mkdir(parents=True, exist_ok=True)
     (ssh_dir / "etc" / "ssh").mkdir(parents=True, exist_ok=True)
-    with open(ssh_dir / ".ozvm-keygen.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(ssh_dir / ".ozvm-keygen.lock", "virtme-ng's SSH key generation", timeout=300):
         try:
             subprocess.run(["ssh-keygen", "-A", "-f", str(ssh_dir)], check=True,
                            capture_output=True, timeout=120)
