@@ -35,7 +35,7 @@ def conditions(interface: str):
     return [
         cond(f"{interface} async=1", interface, **{ASYNC_PARAM: 1}),
         cond(f"{interface} async=0", interface, optional=(ASYNC_PARAM,), **{ASYNC_PARAM: 0}),
-        cond(sync, "sync"),
+        cond(sync, "sync", control=True),
     ]
 
 
@@ -53,7 +53,7 @@ def test_eof_tail(dio, interface, size, nsegs, request_len):
     file = FileSpec(dio.path(f"eof{size}.bin"), size, seed=f"eof-{size}")
     conds = conditions(interface)
     if nsegs == 0:
-        conds[2] = cond("sync pread", "sync")
+        conds[2] = cond("sync pread", "sync", control=True)
     v = dio.run(f"EOF tail: {size} B file, {nsegs or 'PREAD'} {'segments' if nsegs else ''} "
                 f"reading {request_len} B, tail {tail} B, {interface}", file, shape, conds,
                 expect_correct, notes=[f"expected length = {size} (bytes to EOF)"])

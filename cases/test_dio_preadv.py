@@ -32,7 +32,7 @@ def conditions(interface: str, strict: int):
              **{ASYNC_PARAM: 1, STRICT_PARAM: strict}),
         cond(f"{interface} async=0 strict={strict}", interface, optional=(ASYNC_PARAM,),
              **{ASYNC_PARAM: 0, STRICT_PARAM: strict}),
-        cond(f"sync preadv strict={strict}", "sync", **{STRICT_PARAM: strict}),
+        cond(f"sync preadv strict={strict}", "sync", control=True, **{STRICT_PARAM: strict}),
     ]
 
 

@@ -54,7 +54,7 @@ def _restore(z, op: str, ds: str, pool: str) -> None:
 @pytest.mark.pool(props={"atime": "on", "relatime": "off", "primarycache": "metadata"})
 @pytest.mark.parametrize("reader", ["async", "sync"])
 @pytest.mark.parametrize("op", TEARDOWNS)
-def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, case_dir):
+def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, case_dir, symptom):
     z = zfs_guest
     if reader == "async":
         if not z.has_param(ASYNC_PARAM):
@@ -89,15 +89,19 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     problems = []
     if td_result is None or td_result.rc is None:
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
+        symptom("hang", problems[-1], row=f"{reader} reader")
     elif td_result.rc != 0:
         busy = "busy" in td_result.stderr
         if not (busy and op in MAY_REFUSE_BUSY):
             problems.append(f"`{op}` failed rc={td_result.rc}: {td_result.stderr.strip()[-300:]}")
+            symptom(f"error:{op}", problems[-1], row=f"{reader} reader")
         (case_dir / "outcome.txt").write_text(f"{op}: refused ({td_result.stderr.strip()})\n")
     if not read["finished"]:
         problems.append(f"the held {reader} read did not complete: {read['detail'][:300]}")
+        symptom("hang", problems[-1], row=f"{reader} reader")
     elif not read["ok"]:
         problems.append(f"the held read returned wrong data or an unclean error: {read['detail']}")
+        symptom("wrong-bytes", problems[-1], row=f"{reader} reader")
     assert not problems, "\n".join(problems + ["armed: " + "; ".join(held.proof)])
 
     z.zinject("-c", "all", check=False)

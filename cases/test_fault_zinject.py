@@ -15,10 +15,11 @@ import re
 
 import pytest
 
-from suite.dio import ASYNC_PARAM, Shape, cond, expect_correct, plan
+from suite.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
 from suite.engine import parse_lines
 from suite.faults import arm_delay
 from suite.guestbin.dioengine import FileSpec, Plan
+from suite.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 
@@ -29,7 +30,7 @@ def _async_conditions(prefix: str):
     return [cond(f"{prefix} libaio async=1", "libaio", **{ASYNC_PARAM: 1}),
             cond(f"{prefix} libaio async=0", "libaio", optional=(ASYNC_PARAM,),
                  **{ASYNC_PARAM: 0}),
-            cond(f"{prefix} sync", "sync")]
+            cond(f"{prefix} sync", "sync", control=True)]
 
 
 @pytest.mark.async_dio
@@ -77,14 +78,15 @@ def test_zinject_eio_affected_and_unaffected(dio, zfs_guest):
     results = engine.run(Plan(pa.files + pb.files, trials), timeout=300, name="eio")
 
     def expect_eio(c, res):
-        if res.get("wrong_bytes"):
-            return f"returned wrong bytes (first at {res.get('first_wrong_byte')})"
-        return None if res.get("errname") == "EIO" else f"expected EIO, got res={res.get('res')}"
+        if res.get("errname") == "EIO":
+            return None
+        bad = symptom_of(c, res)
+        return bad or Symptom("no-EIO", f"expected EIO, got res={res.get('res')}", c.label)
 
-    from suite.dio import judge
     exp = {c.label: expect_eio for c in conds_bad} | {c.label: expect_correct for c in conds_good}
-    v = judge("zinject -e io on one file: affected vs unaffected reads", results, exp, skipped)
-    dio.write_table(v.table)
+    v = judge("zinject -e io on one file: affected vs unaffected reads",
+              Plan(pa.files + pb.files, trials), conds_bad + conds_good, results, exp, skipped)
+    dio.finish(v)
     assert v.ok, "\n" + v.table.text()
 
 

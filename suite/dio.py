@@ -13,12 +13,17 @@ writes its files with O_DIRECT so no page cache stays behind.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .guestbin.dioengine import FileSpec, Plan, Request, Segment
 from .report import Table
-from .trials import DEFAULT_TRIALS, alternate, classify, served, tally
+from .symptoms import INFRASTRUCTURE, Symptom
+from .trials import DEFAULT_TRIALS, NOT_ISSUED, Served, alternate, outcome, served, tally
+
+if TYPE_CHECKING:
+    from .engine import EngineRunner
+    from .zfs import Dataset, Zfs
 
 PAGE = 4096
 PARAMS = "/sys/module/zfs/parameters"
@@ -26,17 +31,31 @@ PARAMS = "/sys/module/zfs/parameters"
 DIO_PROPS = {"primarycache": "metadata", "direct": "standard", "compression": "off",
              "recordsize": "128K"}
 PINNED_COUNTERS = ("zfs_async_read_pinned_copies",)
+# Parameters that are counters (they move with I/O): never "restored".
+COUNTER_PARAMS = ("zfs_async_read_pinned_copies", "zfs_async_write_pinned_copies")
+TASKQ_KSTATS = "/proc/spl/kstat/taskq"
+ASYNC_TASKS = "async_tasks"
 ASYNC_PARAM = "zfs_async_dio_enabled"
 STRICT_PARAM = "zfs_dio_strict"
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One alternated condition: module params + the interface the read uses."""
+    """One alternated condition: module params + the interface the read uses.
+
+    ``via`` is the path the condition claims, proven per trial from the
+    per-pool async taskq's dispatch counter: "async" (at least one task
+    dispatched), "sync" (none), or "" (not asserted, e.g. a misaligned request
+    the series may turn away at submission). ``control`` marks the synchronous
+    control row: a case left with only controls (stock build) is skipped, not
+    passed.
+    """
     label: str
     interface: str = "libaio"            # libaio | io_uring | sync
     params: tuple[tuple[str, int], ...] = ()
     optional: tuple[str, ...] = ()       # params that may be absent (stock builds)
+    via: str = ""
+    control: bool = False
 
     @property
     def param_names(self) -> set[str]:
@@ -47,10 +66,14 @@ class Condition:
 
 
 def cond(label: str, interface: str = "libaio", optional: tuple[str, ...] = (),
-         **params: int) -> Condition:
+         via: str | None = None, control: bool = False, **params: int) -> Condition:
     """``optional`` params are set when the build has them (e.g. async=0 on a stock
-    build means what it says: there is no async path to turn off)."""
-    return Condition(label, interface, tuple(sorted(params.items())), optional)
+    build means what it says: there is no async path to turn off). ``via``
+    defaults to "async" for libaio/io_uring with the async parameter at 1 and to
+    "sync" otherwise."""
+    if via is None:
+        via = "async" if interface != "sync" and params.get(ASYNC_PARAM) == 1 else "sync"
+    return Condition(label, interface, tuple(sorted(params.items())), optional, via, control)
 
 
 @dataclass(frozen=True)
@@ -85,11 +108,15 @@ class Shape:
 
 
 def counters(pool: str, have_params: set[str]) -> dict[str, dict]:
-    """Counter specs for the engine: pool iostats + the series' pinned-copy counter."""
+    """Counter specs for the engine: pool iostats, the series' pinned-copy counter,
+    and the tasks dispatched to the pool's async taskqs (SPL taskq kstats; the
+    taskqs are created on first use, so none yet counts as zero)."""
     kstat = f"/proc/spl/kstat/zfs/{pool}/iostats"
     out: dict[str, dict] = {
         "direct_read_count": {"path": kstat, "field": "direct_read_count"},
         "arc_read_count": {"path": kstat, "field": "arc_read_count"},
+        ASYNC_TASKS: {"glob": f"{TASKQ_KSTATS}/zpl_async_*_{pool}.*",
+                      "field": "tasks_dispatched"},
     }
     for p in PINNED_COUNTERS:
         if p in have_params:
@@ -116,42 +143,106 @@ def plan(file: FileSpec, shape: Shape, conditions: Iterable[Condition], trials: 
 
 # -- verdicts -------------------------------------------------------------------
 
-Expectation = Callable[[Condition, dict], "str | None"]
+Expectation = Callable[[Condition, dict], "Symptom | None"]
 
 
-def expect_correct(c: Condition, r: dict) -> str | None:
-    cols = classify(r)
-    if "correct" not in cols:
-        bad = next(iter(cols & {"EFAULT", "EINVAL", "other error", "wrong bytes"}), "?")
-        where = f" first wrong byte at {r.get('first_wrong_byte')}" if bad == "wrong bytes" else ""
-        return f"{bad}{where} (res={r.get('res')}, expected {r.get('expected_len')})"
-    return None
+def symptom_of(c: Condition, r: dict) -> Symptom | None:
+    """What is wrong with a trial's I/O outcome (None: correct)."""
+    col = outcome(r)
+    row = c.label
+    if col == "correct":
+        return None
+    if col == "no result":
+        return Symptom("no-result", f"stage {r.get('stage')}: {r.get('error') or 'no completion'}",
+                       row)
+    if col in ("EFAULT", "EINVAL"):
+        return Symptom(col, f"res={r.get('res')} at stage {r.get('stage')}", row)
+    if col == "other error":
+        return Symptom(f"error:{r.get('errname')}", f"res={r.get('res')} at stage "
+                       f"{r.get('stage')}", row)
+    if col == "overrun":
+        return Symptom("overrun", f"{r.get('overrun_bytes')} bytes written past the buffers", row)
+    if r.get("res") != r.get("expected_len"):
+        return Symptom("short", f"res={r.get('res')}, expected {r.get('expected_len')}", row)
+    return Symptom("wrong-bytes", f"{r.get('wrong_bytes')} wrong, first at "
+                   f"{r.get('first_wrong_byte')} ({r.get('wrong_kind')})", row)
 
 
-def expect_direct(c: Condition, r: dict) -> str | None:
+def _attribution(c: Condition, r: dict) -> tuple[Served | None, Symptom | None]:
+    s = served(r.get("counters") or {})
+    if not s.known:
+        return None, Symptom("unproven", "the attribution counters (pool iostats) are "
+                             "missing on this build: cannot tell DIO from ARC", c.label)
+    if s.label == "none":
+        return None, Symptom("unproven", f"the attribution counters did not move "
+                             f"({r.get('counters')}): the read was served from a cache "
+                             f"or the counters are dead", c.label)
+    return s, None
+
+
+def expect_correct(c: Condition, r: dict) -> Symptom | None:
+    """Full length, every byte right (how it was served is reported, not asserted)."""
+    return symptom_of(c, r)
+
+
+def expect_direct(c: Condition, r: dict) -> Symptom | None:
     """Correct AND served by Direct I/O alone (an ARC fallback is its own failure)."""
-    why = expect_correct(c, r)
-    if why:
-        return why
-    s = served(r.get("counters") or {})
-    if s.known and s.label != "DIO":
-        return f"served by {s.label}, not by Direct I/O (counters {r.get('counters')})"
+    bad = symptom_of(c, r)
+    if bad:
+        return bad
+    s, unproven = _attribution(c, r)
+    if unproven:
+        return unproven
+    if s is not None and s.label != "DIO":
+        return Symptom("served-by-ARC", f"served by {s.label}, not by Direct I/O "
+                       f"(counters {r.get('counters')})", c.label)
     return None
 
 
-def expect_einval(c: Condition, r: dict) -> str | None:
-    return None if r.get("errname") == "EINVAL" else (
-        f"expected EINVAL, got res={r.get('res')} {r.get('errname') or ''}".strip())
+def expect_einval(c: Condition, r: dict) -> Symptom | None:
+    if r.get("errname") == "EINVAL" and r.get("stage") not in NOT_ISSUED:
+        return None
+    bad = symptom_of(c, r)
+    if bad and bad.kind in ("no-result", "overrun"):
+        return bad
+    return Symptom("no-EINVAL", f"expected EINVAL, got res={r.get('res')} "
+                   f"{r.get('errname') or ''}".strip(), c.label)
 
 
-def expect_arc(c: Condition, r: dict) -> str | None:
+def expect_arc(c: Condition, r: dict) -> Symptom | None:
     """Correct data, served through the ARC (a misaligned read under strict=0)."""
-    why = expect_correct(c, r)
-    if why:
-        return why
-    s = served(r.get("counters") or {})
-    if s.known and not s.arc:
-        return f"expected an ARC read, counters say {s.label}"
+    bad = symptom_of(c, r)
+    if bad:
+        return bad
+    s, unproven = _attribution(c, r)
+    if unproven:
+        return unproven
+    if s is not None and not s.arc:
+        return Symptom("served-by-DIO", f"expected an ARC read, counters say {s.label}",
+                       c.label)
+    return None
+
+
+def proof_of_label(c: Condition, requested: dict[str, object], r: dict) -> Symptom | None:
+    """Did the trial run as its condition says? Parameters read back, path shown."""
+    applied = r.get("params_applied") or {}
+    for name, want in requested.items():
+        if name in (r.get("params_unavailable") or []) or name not in applied:
+            why = (r.get("params_errors") or {}).get(name, "not available")
+            return Symptom("unproven", f"parameter {name}={want} was not set ({why})", c.label)
+        if str(applied[name]) != str(want):
+            return Symptom("unproven", f"parameter {name} reads back {applied[name]!r} after "
+                           f"writing {want!r}: the build ignores it", c.label)
+    if c.via and outcome(r) != "no result":
+        tasks = (r.get("counters") or {}).get(ASYNC_TASKS, "absent")
+        if tasks is None or tasks == "absent":
+            return Symptom("unproven", "the async taskq counter could not be read", c.label)
+        if c.via == "async" and tasks < 1:
+            return Symptom("unproven", "labelled async but no task was dispatched to the "
+                           "pool's zpl_async taskq", c.label)
+        if c.via == "sync" and tasks > 0:
+            return Symptom("unproven", f"labelled synchronous but {tasks} task(s) went to the "
+                           f"pool's zpl_async taskq", c.label)
     return None
 
 
@@ -159,47 +250,83 @@ def expect_arc(c: Condition, r: dict) -> str | None:
 class Verdict:
     table: Table
     failures: list[str] = field(default_factory=list)
+    symptoms: list[Symptom] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def inconclusive(self) -> bool:
+        """Failed only for lack of proof: the case says nothing about the kernel."""
+        return bool(self.symptoms) and all(s.kind in INFRASTRUCTURE for s in self.symptoms)
 
-def judge(title: str, results: list[dict], expect: dict[str, Expectation],
-          skipped: dict[str, str] | None = None, notes: Iterable[str] = ()) -> Verdict:
-    """Tally results by condition and check each trial against its expectation."""
-    rows = tally(results)
-    per_cond: dict[str, list[str]] = {}
-    for r in results:
-        c = Condition(r["condition"])
-        check = expect.get(r["condition"])
-        why = check(c, r) if check else None
+
+def judge(title: str, plan_: Plan, conditions: Iterable[Condition], results: list[dict],
+          expect: dict[str, Expectation], skipped: dict[str, str] | None = None,
+          notes: Iterable[str] = ()) -> Verdict:
+    """Check every planned trial: it returned a result, ran as labelled, and met
+    its condition's expectation. Conditions with no result fail the case."""
+    conds = {c.label: c for c in conditions}
+    planned = {t.id: t for t in plan_.trials}
+    by_id = {r.get("id"): r for r in results}
+    per_cond: dict[str, list[Symptom]] = {}
+
+    def add(label: str, s: Symptom) -> None:
+        per_cond.setdefault(label, []).append(s)
+
+    for tid, req in planned.items():
+        c = conds.get(req.condition) or Condition(req.condition)
+        r = by_id.get(tid)
+        if r is None:
+            add(c.label, Symptom("no-result", f"trial {tid} never returned a result", c.label))
+            continue
+        check = expect.get(c.label)
+        if check is None:
+            add(c.label, Symptom("unproven", f"no expectation for condition {c.label!r}",
+                                 c.label))
+            continue
+        why = proof_of_label(c, req.params, r) or check(c, r)
         if why:
-            per_cond.setdefault(r["condition"], []).append(f"trial {r['id']}: {why}")
-    failures = [f"{cond_}: {len(whys)}/{rows[cond_]['trials']} trials failed; first: {whys[0]}"
-                for cond_, whys in per_cond.items()]
-    table = Table(title, rows, notes=[*notes, *(f"{k}: skipped ({v})"
-                                               for k, v in (skipped or {}).items())],
+            add(c.label, Symptom(why.kind, f"trial {tid}: {why.detail}", why.row, why.stack))
+    for label in conds:
+        if not any(t.condition == label for t in planned.values()):
+            add(label, Symptom("no-result", "the condition was never planned", label))
+    rows = tally(r for r in results if r.get("id") in planned)
+    failures, symptoms = [], []
+    for label, syms in per_cond.items():
+        n = rows.get(label, {}).get("trials", 0)
+        failures.append(f"{label}: {len(syms)}/{max(n, len(syms))} trials failed; "
+                        f"first: {syms[0].kind}: {syms[0].detail}")
+        kinds_seen = set()
+        for sym in syms:
+            if sym.kind not in kinds_seen:
+                kinds_seen.add(sym.kind)
+                symptoms.append(sym)
+    extra = [f"{len(planned)} trials planned, {sum(1 for t in planned if t in by_id)} returned"]
+    table = Table(title, rows, notes=[*notes, *extra, *(f"{k}: skipped ({v})"
+                                                        for k, v in (skipped or {}).items())],
                   failures=failures)
-    return Verdict(table, failures)
+    return Verdict(table, failures, symptoms)
 
 
 @dataclass
 class DioBench:
     """What a Direct I/O case works with: dataset, engine, params the build has."""
-    zfs: object                 # suite.zfs.Zfs
-    dataset: object             # suite.zfs.Dataset
-    engine: object              # suite.engine.EngineRunner
+    zfs: Zfs
+    dataset: Dataset
+    engine: EngineRunner
     have_params: set[str]
     trials: int | None
     write_table: Callable[[Table], None]
+    record: Callable[[list[Symptom]], None] = lambda symptoms: None
 
     @property
     def pool(self) -> str:
-        return self.dataset.pool.name   # type: ignore[attr-defined]
+        return self.dataset.pool.name
 
     def path(self, name: str) -> str:
-        return self.dataset.path(name)  # type: ignore[attr-defined]
+        return self.dataset.path(name)
 
     def split(self, conditions: Iterable[Condition]) -> tuple[list[Condition], dict[str, str]]:
         """Conditions this build can run, and the skipped ones with the reason."""
@@ -217,17 +344,25 @@ class DioBench:
             o_direct: bool = True, extra_params: dict[str, int] | None = None,
             name: str = "") -> Verdict:
         conds, skipped = self.split(conditions)
-        if not conds:
+        if not any(not c.control for c in conds):
             import pytest
-            pytest.skip("; ".join(f"{k}: {v}" for k, v in skipped.items()))
+            pytest.skip("nothing but the control left to run: " +
+                        "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+        if not shape.aligned:       # the series may turn it away at submission: no path claim
+            conds = [replace(c, via="") for c in conds]
         exp = expect if isinstance(expect, dict) else {c.label: expect for c in conds}
         p = plan(file, shape, conds, self.trials, self.pool, self.have_params, o_direct,
                  extra_params)
         timeout = 60 + 2 * len(p.trials)
-        results = self.engine.run(p, timeout=timeout, name=name or shape.name)  # type: ignore
-        v = judge(title, results, exp, skipped,
+        results = self.engine.run(p, timeout=timeout, name=name or shape.name)
+        v = judge(title, p, conds, results, exp, skipped,
                   [f"shape {shape.name}: {len(shape.segments())} x {shape.seg_len if shape.vectored else shape.length} B"
                    f" at page offset {shape.page_offset}, file offset {shape.offset}, "
                    f"{'PREADV' if shape.vectored else 'PREAD'}", *notes])
-        self.write_table(v.table)
+        self.finish(v)
         return v
+
+    def finish(self, v: Verdict) -> None:
+        """Record a verdict's table and symptoms with the case."""
+        self.write_table(v.table)
+        self.record(v.symptoms)

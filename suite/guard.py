@@ -60,15 +60,27 @@ RULES: tuple[Rule, ...] = (
 # Kinds that mean the guest kernel is gone.
 PANIC_KINDS = frozenset({"panic"})
 
+def load_allow(path: Path | None = None) -> tuple[str, ...]:
+    """The allow-list (``vmimages/kernel-log-allow.toml``): every entry has a reason."""
+    import tomllib
+    from .errors import SuiteError
+    from .paths import vmimages_dir
+    path = path or vmimages_dir() / "kernel-log-allow.toml"
+    try:
+        entries = tomllib.loads(path.read_text()).get("allow", [])
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SuiteError(f"cannot read the kernel log allow-list {path}: {e}",
+                         fix="fix its TOML syntax") from e
+    for e in entries:
+        if not e.get("pattern") or not str(e.get("reason", "")).strip():
+            raise SuiteError(f"{path}: every [[allow]] entry needs a pattern and a reason",
+                             fix=f"give a reason for {e.get('pattern')!r}")
+        re.compile(e["pattern"])
+    return tuple(e["pattern"] for e in entries)
+
+
 # Lines that match a rule but are not trouble.
-DEFAULT_ALLOW: tuple[str, ...] = (
-    # boot parameter echo (e.g. "softlockup_panic=0 panic_on_warn=0 lockdep ...")
-    r"Kernel command line:|Command line:",
-    # vng's own host-side notice when it has no tty
-    r"WARNING: stdin/stdout/stderr not accessible",
-    # sysrq output we trigger ourselves
-    r"sysrq: Show Blocked State",
-)
+DEFAULT_ALLOW: tuple[str, ...] = load_allow()
 
 
 @dataclass(frozen=True)
@@ -355,8 +367,9 @@ def collect_evidence(guest: "Guest | None", vm: "VM", outdir: Path, reason: str,
         guest = vm.guest()
     if guest is not None and vm.alive:
         ev.ssh_alive = guest.alive(timeout=_step_timeout(vm, 3, 10))
-    if not vm.alive:
-        ev.problems.append("qemu is not running")
+    qemu = vm.health()
+    if qemu:
+        ev.problems.append(qemu)
 
     if ev.ssh_alive and guest is not None:
         text = _guest_step(ev, guest, "dstate", DSTATE_SCRIPT, step)
@@ -368,13 +381,13 @@ def collect_evidence(guest: "Guest | None", vm: "VM", outdir: Path, reason: str,
             _guest_step(ev, guest, name, cmd, step)
     else:
         sysrq_ok = False
-    if not sysrq_ok and vm.alive:
+    if not sysrq_ok and vm.alive and not qemu:
         try:
             vm.sysrq("w")
         except SuiteError as exc:
             ev.problems.append(f"sysrq via qemu monitor: {exc.what}")
 
-    if vm.alive:
+    if vm.alive and not qemu:
         _wait_console_quiet(vm)
     tail = vm.console_tail(console_lines)
     (outdir / "console-tail.txt").write_text(tail + "\n")

@@ -43,6 +43,7 @@ VIRTME_KEY = Path.home() / ".cache" / "virtme-ng" / ".ssh" / "id_virtme"
 PID_LINE = re.compile(rb"\x1eOZVM-PID (\d+)\n")
 LOG_OUTPUT_LIMIT = 16_000  # characters of stdout/stderr kept per command in the case log
 POLL = 0.02
+WATCH_EVERY = 1.0  # seconds between liveness checks while a command runs
 
 
 @dataclass(frozen=True)
@@ -204,10 +205,16 @@ class _Exec:
         except Exception:  # noqa: BLE001
             pass
 
-    def pump_until(self, deadline: float) -> bool:
+    def pump_until(self, deadline: float, watch: bool = True) -> bool:
+        """Collect output until the command ends or ``deadline``; with ``watch``,
+        raise GuestError as soon as the guest is known to have gone silent."""
+        next_check = time.monotonic() + WATCH_EVERY
         while time.monotonic() < deadline:
             if self.step():
                 return True
+            if watch and time.monotonic() >= next_check:
+                next_check = time.monotonic() + WATCH_EVERY
+                self.guest.check_alive(self)
         return self.step()
 
     def result(self) -> CmdResult:
@@ -254,8 +261,13 @@ class Background:
         return r.stdout, r.stderr
 
     def wait(self, timeout: float, check: bool = False) -> CmdResult:
-        """Wait for the command to end; GuestError if it is still running after ``timeout``."""
-        self._thread.join(timeout)
+        """Wait for the command to end; GuestError if it is still running after
+        ``timeout``, or as soon as the guest is known to have gone silent."""
+        end = time.monotonic() + timeout
+        while self._thread.is_alive() and time.monotonic() < end:
+            self._thread.join(min(WATCH_EVERY, max(0.0, end - time.monotonic())))
+            if self._thread.is_alive():
+                self._guest.check_alive(self._ex)
         r = self._ex.result()
         if not self._ex.done:
             raise GuestError(f"background command still running after {timeout:.0f}s: {self.cmd}",
@@ -313,6 +325,66 @@ class Guest:
         self._lock = threading.RLock()
         self._log_path: Path | None = None
         self._log_lock = threading.Lock()
+        # Liveness while commands run (set by the VM, see watch()).
+        self._health: Callable[[], str | None] | None = None
+        self._silence: float | None = None
+        self._last_ok = time.monotonic()
+        self._heartbeat: threading.Thread | None = None
+        self._dead: str | None = None
+
+    # ------------------------------------------------------------------ liveness
+
+    def watch(self, health: Callable[[], str | None] | None, silence: float | None) -> None:
+        """Notice a dead or frozen guest while a command runs, not at its deadline.
+
+        ``health`` is a host-side check (is qemu running, not stopped?) returning
+        a reason when the guest is gone; ``silence`` is how long the guest may go
+        without answering a heartbeat (``true`` over a second channel) before
+        every running command fails with "guest stopped answering".
+        """
+        self._health, self._silence = health, silence
+        self._dead = None
+        self._last_ok = time.monotonic()
+
+    def check_alive(self, ex: "_Exec | None" = None) -> None:
+        """GuestError if the guest is known to be dead or silent for too long."""
+        if self._dead is None and self._health is not None:
+            why = self._health()
+            if why:
+                self._dead = why
+        if self._dead is None and self._silence:
+            quiet = time.monotonic() - self._last_ok
+            if quiet > self._silence:
+                self._dead = f"no answer to a heartbeat for {quiet:.0f}s"
+            elif quiet > self._silence / 4:
+                self._beat()
+        if self._dead is not None:
+            if ex is not None:
+                try:
+                    ex.chan.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            raise GuestError(f"guest stopped answering: {self._dead}"
+                             + (f" (while running: {ex.cmd[:120]})" if ex is not None else ""),
+                             fix="the guest is dead or frozen: see the console tail and "
+                                 "the evidence in the case folder")
+
+    def _beat(self) -> None:
+        if self._heartbeat is not None and self._heartbeat.is_alive():
+            return
+
+        def beat() -> None:
+            try:
+                deadline = time.monotonic() + (self._silence or 30.0)
+                ex = self._open("true", self._silence or 30.0)
+                if ex.pump_until(deadline, watch=False) and ex.rc == 0:
+                    self._last_ok = time.monotonic()
+            except Exception:  # noqa: BLE001 - a failed beat is the absence of news
+                pass
+
+        self._heartbeat = threading.Thread(target=beat, name=f"ozvm-heartbeat-{self.port}",
+                                           daemon=True)
+        self._heartbeat.start()
 
     # ------------------------------------------------------------------ connection
 
@@ -428,11 +500,19 @@ class Guest:
         """
         if log:
             self._log_start(cmd)
+        self.check_alive()
         deadline = time.monotonic() + timeout
         ex = self._open(cmd, timeout)
         if stdin is not None:
             self._feed(ex, stdin.encode() if isinstance(stdin, str) else stdin, deadline)
-        finished = ex.pump_until(deadline)
+        try:
+            finished = ex.pump_until(deadline)
+        except GuestError:
+            if log:
+                self._log_result(ex.result(), lost=True)
+            raise
+        if finished and not ex.lost:
+            self._last_ok = time.monotonic()
         r = ex.result()
         if not finished:
             return self._timed_out(ex, timeout, log)

@@ -1,47 +1,85 @@
 """``python -m suite bugs SERIES``: show each case catching the bug it targets.
 
 For every ``[[bugs]]`` entry of a series manifest, run the entry's cases at the
-``bad`` commit (they must fail) and at the ``fixed`` commit (they must pass), in
-separate pytest sessions, and print one verdict row per (bug, commit). This is
-the "a case is worth what it catches" check, repeatable by anyone; the merge
-gate's bisect will build on the same runs.
+``bad`` commit and at the ``fixed`` commit, in separate pytest sessions, and
+judge each targeted case from its ``verdict.json`` against the bug's declared
+symptom (``[bugs.symptom]``):
+
+- at ``bad``: **caught** only when a targeted case failed with that symptom and
+  nothing else; a case that failed for another reason (guest lost, SSH error,
+  ``NotArmed``, a failing control row, setup) makes the row **inconclusive**;
+- at ``fixed``: **clean** when every targeted case that ran passed; a failure
+  with the bug's symptom is **not fixed**, any other failure inconclusive.
+
+Anything but caught / clean exits non-zero. Each inner session has a deadline
+(``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h).
 """
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths, series
+from .symptoms import CaseVerdict, SymptomSpec, judge_case
+
+SESSION_TIMEOUT = float(os.environ.get("OZFS_VMCI_BUGS_TIMEOUT", str(3 * 3600)))
+
+
+@dataclass
+class CaseResult:
+    nodeid: str
+    status: str            # caught | passed | skipped | inconclusive
+    why: str = ""
 
 
 @dataclass
 class Outcome:
     bug: str
     commit: str
-    role: str            # "bad" | "fixed"
-    passed: int
-    failed: int
-    errors: int
-    skipped: int
-    results: str
-    seconds: float
+    role: str              # "bad" | "fixed"
+    cases: list[CaseResult] = field(default_factory=list)
+    problem: str = ""      # the session itself went wrong (timeout, no verdicts)
+    results: str = ""
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.cases if c.status == status)
 
     @property
     def verdict(self) -> str:
-        if self.passed + self.failed == 0:
-            return "ERROR (nothing ran to a verdict; see pytest.log)"
+        if self.problem:
+            return f"INCONCLUSIVE: {self.problem}"
+        odd = next((c for c in self.cases if c.status == "inconclusive"), None)
         if self.role == "bad":
-            return "caught" if self.failed else "MISSED (bug not caught)"
-        if self.errors:
-            return "ERROR on the fix (see pytest.log)"
-        return "clean" if not self.failed else "FALSE ALARM on the fix"
+            if odd is not None:
+                return f"INCONCLUSIVE: {odd.nodeid.split('::')[-1]}: {odd.why}"
+            if self.count("caught"):
+                return "caught"
+            if self.count("passed"):
+                return "MISSED (no targeted case failed with the bug's symptom)"
+            return "INCONCLUSIVE: no targeted case ran to a verdict"
+        hit = next((c for c in self.cases if c.status == "caught"), None)
+        if hit is not None:
+            return f"NOT FIXED: {hit.nodeid.split('::')[-1]} still fails with {hit.why}"
+        if odd is not None:
+            return f"INCONCLUSIVE: {odd.nodeid.split('::')[-1]}: {odd.why}"
+        if self.count("passed"):
+            return "clean"
+        return "INCONCLUSIVE: no targeted case ran to a verdict"
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in ("caught", "clean")
 
 
 def count(junit: Path) -> tuple[int, int, int, int]:
+    """(passed, failed, errors, skipped) from a JUnit XML file."""
     root = ET.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root)
     t = f = e = s = 0
@@ -53,18 +91,45 @@ def count(junit: Path) -> tuple[int, int, int, int]:
     return t - f - e - s, f, e, s
 
 
-def run_cases(selection: str, k: str, results: Path, extra: list[str]) -> tuple[Outcome, Path]:
+def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> tuple[list[CaseResult], str]:
+    """Judge every case's verdict.json under ``results`` against ``spec``."""
+    verdicts = [CaseVerdict.load(p) for p in sorted(results.glob("*/cases/*/verdict.json"))]
+    cases = [CaseResult(v.nodeid, *judge_case(spec, v)) for v in verdicts]
+    problem = ""
+    if junit_tests is None:
+        problem = "the pytest session wrote no JUnit report (see pytest.log)"
+    elif len(verdicts) < junit_tests:
+        problem = (f"{junit_tests - len(verdicts)} of {junit_tests} cases left no verdict.json "
+                   f"(see pytest.log)")
+    return cases, problem
+
+
+def run_cases(selection: str, k: str, results: Path, extra: list[str],
+              timeout: float = SESSION_TIMEOUT) -> tuple[int | None, str, float]:
+    """One inner pytest session; returns (JUnit test count, problem, seconds)."""
     results.mkdir(parents=True, exist_ok=True)
     junit = results / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", str(paths.PROJECT_ROOT / "cases"), "-k", k,
            "--series", selection, "--results", str(results), f"--junitxml={junit}",
            "-p", "no:cacheprovider", "-q", *extra]
     t = time.monotonic()
+    problem = ""
     with open(results / "pytest.log", "w") as log:
-        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=paths.PROJECT_ROOT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=paths.PROJECT_ROOT, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            problem = f"the pytest session ran past its {timeout:.0f}s deadline and was killed"
     secs = time.monotonic() - t
-    p, f, e, s = count(junit) if junit.exists() else (0, 0, 1, 0)
-    return Outcome("", "", "", p, f, e, s, str(results), secs), junit
+    tests = sum(count(junit)) if junit.exists() else None
+    return tests, problem, secs
 
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str]) -> int:
@@ -76,17 +141,23 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str]) -> int:
         k = " or ".join(b.cases)
         k = f"({k}) and ({k_extra})" if k_extra else k
         for role, commit in (("bad", b.bad), ("fixed", b.fixed)):
-            sel = f"{name}@{commit[:11]}"
-            print(f"==> {b.id}: cases -k '{k}' at {sel} ({role})", flush=True)
-            o, _ = run_cases(sel, k, paths.results_root() / f"bugs-{stamp}" / b.id / role,
-                             extra)
-            o.bug, o.commit, o.role = b.id, commit[:11], role
+            o = Outcome(b.id, commit[:11], role)
             out.append(o)
-            print(f"<== {o.verdict}: {o.passed} passed, {o.failed} failed, {o.errors} errors, "
-                  f"{o.skipped} skipped in {o.seconds:.0f}s ({o.results})", flush=True)
-    print(f"\n{'bug':26s} {'commit':12s} {'role':6s} {'pass':>4s} {'fail':>4s} {'err':>4s}  verdict")
+            if b.symptom is None:
+                o.problem = f"{b.id} declares no [bugs.symptom] in {m.path}: nothing to judge by"
+                continue
+            sel = f"{name}@{commit[:11]}"
+            results = paths.results_root() / f"bugs-{stamp}" / b.id / role
+            print(f"==> {b.id}: cases -k '{k}' at {sel} ({role}); counts: "
+                  f"{b.symptom.describe()}", flush=True)
+            tests, problem, o.seconds = run_cases(sel, k, results, extra)
+            o.cases, judged = judge_session(b.symptom, results, tests)
+            o.problem, o.results = problem or judged, str(results)
+            print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "
+                  f"{o.count('inconclusive')} inconclusive, {o.count('skipped')} skipped "
+                  f"in {o.seconds:.0f}s; {results})", flush=True)
+    print(f"\n{'bug':26s} {'commit':12s} {'role':6s} {'caught':>6s} {'pass':>4s} {'inc':>4s}  verdict")
     for o in out:
-        print(f"{o.bug:26s} {o.commit:12s} {o.role:6s} {o.passed:4d} {o.failed:4d} "
-              f"{o.errors:4d}  {o.verdict}")
-    bad = [o for o in out if o.verdict not in ("caught", "clean")]
-    return 1 if bad else 0
+        print(f"{o.bug:26s} {o.commit:12s} {o.role:6s} {o.count('caught'):6d} "
+              f"{o.count('passed'):4d} {o.count('inconclusive'):4d}  {o.verdict}")
+    return 0 if all(o.ok for o in out) else 1

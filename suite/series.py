@@ -29,6 +29,7 @@ from pathlib import Path
 from . import paths
 from .errors import SeriesError, SourceError
 from .source import ObjectCache, Resolved, git, is_commit_id
+from .symptoms import SymptomSpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class KnownBug:
     bad: str
     fixed: str
     cases: tuple[str, ...] = ()
+    symptom: SymptomSpec | None = None      # what counts as catching it
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,16 @@ def load_manifest(path: Path) -> Manifest:
         if not is_commit_id(str(data[k])) or len(str(data[k])) != 40:
             raise SeriesError(f"{path}: '{k}' must be a full 40-hex commit id, "
                               f"got {data[k]!r}", fix="pin the series with full commit ids")
-    bugs = tuple(KnownBug(id=b["id"], title=b.get("title", ""), bad=b["bad"],
-                          fixed=b["fixed"], cases=tuple(b.get("cases", ())))
-                 for b in data.get("bugs", []))
+    try:
+        bugs = tuple(KnownBug(id=b["id"], title=b.get("title", ""), bad=b["bad"],
+                              fixed=b["fixed"], cases=tuple(b.get("cases", ())),
+                              symptom=SymptomSpec.from_dict(b["symptom"])
+                              if "symptom" in b else None)
+                     for b in data.get("bugs", []))
+    except (KeyError, ValueError, TypeError) as e:
+        raise SeriesError(f"{path}: a [[bugs]] entry is malformed: {e}",
+                          fix="each bug needs id, bad, fixed, cases and a [bugs.symptom] "
+                              "with kinds (see patches/README.md)") from e
     return Manifest(
         name=data["name"], title=data.get("title", ""), url=data["url"],
         branch=data["branch"], head=data["head"], base=data["base"],

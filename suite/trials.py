@@ -14,7 +14,9 @@ T = TypeVar("T")
 
 # Outcome columns, in the order reviewers post them.
 COLUMNS = ("trials", "correct", "EFAULT", "EINVAL", "other error", "wrong bytes",
-           "served by DIO", "served by ARC")
+           "overrun", "no result", "served by DIO", "served by ARC")
+# Engine stages at which a trial's I/O was never issued or never completed.
+NOT_ISSUED = frozenset({"plan", "setup", "open", "timeout"})
 
 
 def trials_needed(rate: float = 0.2, confidence: float = 0.95) -> int:
@@ -61,16 +63,29 @@ def served(counters: dict[str, int | None]) -> Served:
     return Served(bool(d), bool(a) or bool(pinned), True)
 
 
+def outcome(result: dict) -> str:
+    """The one outcome column a trial counts in.
+
+    The engine's own verdicts decide: ``stage`` (where an error came from),
+    ``overrun_bytes`` (bytes written past the end of a buffer) and ``correct``
+    (full length, every byte right, nothing overrun). A trial that never issued
+    its I/O, or never completed, is "no result" whatever ``res`` says.
+    """
+    if result.get("stage") in NOT_ISSUED or result.get("res") is None:
+        return "no result"
+    if result.get("errno"):
+        err = result.get("errname")
+        return err if err in ("EFAULT", "EINVAL") else "other error"
+    if result.get("overrun_bytes"):
+        return "overrun"
+    if not result.get("correct"):
+        return "wrong bytes"           # short, or content not the generator's
+    return "correct"
+
+
 def classify(result: dict) -> set[str]:
     """The columns one engine result counts in."""
-    cols = {"trials"}
-    err = result.get("errname")
-    if result.get("errno"):
-        cols.add(err if err in ("EFAULT", "EINVAL") else "other error")
-    elif result.get("wrong_bytes") or result.get("res") != result.get("expected_len"):
-        cols.add("wrong bytes")
-    else:
-        cols.add("correct")
+    cols = {"trials", outcome(result)}
     s = served(result.get("counters") or {})
     if s.known and s.dio:
         cols.add("served by DIO")

@@ -388,6 +388,7 @@ class VM:
         self._wd_lock: IO[str] | None = None
         self._guest: Guest | None = None
         self._mon_dir: Path | None = None
+        self._qemu_pid: int | None = None
         self.monitor_path: Path | None = None
         self.images: list[Path] = []
 
@@ -604,6 +605,7 @@ class VM:
                         # commands get the /bin/sh the setup script just configured
                         guest.close()
                         guest.connect(timeout=min(self.spec.accel.deadline(10), 60))
+                        guest.watch(self.health, self.heartbeat_silence)
                         self._guest = guest
                         self.boot_seconds = time.monotonic() - (self.boot_started or time.monotonic())
                         return guest
@@ -623,11 +625,49 @@ class VM:
             if self.port is None:
                 raise VMError("VM.guest() before start()", fix="call start() and wait_ready() first")
             self._guest = Guest(self.port, name=self.spec.name)
+            self._guest.watch(self.health, self.heartbeat_silence)
         return self._guest
 
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def heartbeat_silence(self) -> float:
+        """How long the guest may not answer before it is declared gone
+        (10 s under KVM, 60 s under TCG)."""
+        return self.spec.accel.deadline(10)
+
+    def health(self) -> str | None:
+        """Host-side view: why the guest cannot be answering (None: qemu runs)."""
+        if self._proc is None:
+            return "the guest was never started"
+        if self._proc.poll() is not None:
+            return f"qemu exited (rc={self._proc.returncode})"
+        state = self.qemu_state()
+        if state in ("T", "t"):
+            return "qemu is stopped (process state T): the guest is frozen"
+        if state in ("Z", "X"):
+            return "qemu is dead (zombie)"
+        return None
+
+    def qemu_state(self) -> str | None:
+        """The qemu process's state letter (R, S, D, T, Z), None if not found."""
+        pid = self._qemu_pid
+        if pid is None and self._proc is not None:
+            for p in _group_pids(self._proc.pid):
+                try:
+                    if Path(f"/proc/{p}/comm").read_text().startswith("qemu-system"):
+                        pid = self._qemu_pid = p
+                        break
+                except OSError:
+                    continue
+        if pid is None:
+            return None
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
 
     @property
     def pid(self) -> int | None:

@@ -23,6 +23,10 @@ class ModuleMismatch(SuiteError):
     """The module loaded in the guest is not the build under test."""
 
 
+class ParamNotSet(SuiteError):
+    """A module parameter does not read back as written."""
+
+
 @dataclass
 class PoolSpec:
     """A pool layout over the guest's NVMe namespaces."""
@@ -158,7 +162,39 @@ class Zfs:
         return self.guest.run(f"cat {PARAMS}/{name}", timeout=20).stdout.strip()
 
     def set_param(self, name: str, value: object) -> None:
-        self.guest.run(f"echo {shlex.quote(str(value))} > {PARAMS}/{name}", timeout=20)
+        """Write a module parameter and read it back: a write the build ignores or
+        refuses fails here, so no condition runs under a label it does not have."""
+        want = str(int(value) if isinstance(value, bool) else value)
+        r = self.guest.run(f"echo {shlex.quote(want)} > {PARAMS}/{name}; cat {PARAMS}/{name}",
+                           timeout=20, check=False)
+        got = r.stdout.strip()
+        if r.rc != 0 or got != want:
+            raise ParamNotSet(f"module parameter {name}={want} did not take: reads back "
+                              f"{got or '(nothing)'} ({r.stderr.strip() or 'rc ' + str(r.rc)})",
+                              fix="the build lacks or ignores it; check the series and "
+                                  "/sys/module/zfs/parameters")
+
+    def param_values(self) -> dict[str, str]:
+        """Every zfs module parameter's current value, in one command."""
+        r = self.guest.run(f"cd {PARAMS} && grep -H . * 2>/dev/null; true", timeout=30)
+        out = {}
+        for line in r.stdout.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name not in out:
+                out[name] = value.strip()
+        return out
+
+    def restore_params(self, before: dict[str, str], ignore: tuple[str, ...] = ()) -> list[str]:
+        """Put back every parameter that differs from ``before``; returns their names.
+
+        ParamNotSet if one does not read back as it was (the guest is then not
+        fit for the next case).
+        """
+        now = self.param_values()
+        changed = [k for k, v in before.items() if k not in ignore and now.get(k) != v]
+        for name in changed:
+            self.set_param(name, before[name])
+        return changed
 
     @contextmanager
     def params(self, **values: object) -> Iterator[dict[str, str]]:

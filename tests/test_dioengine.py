@@ -540,3 +540,15 @@ def test_vmstat_rows_and_field_difference(tmp_path):
     assert parse_kstat(vm.read_text())["nr_foll_pin_acquired"] == 530
     assert read_counter({"path": str(vm), "field": "nr_foll_pin_acquired-nr_foll_pin_released"}) == 30
     assert read_counter({"path": str(vm), "field": "nope-nr_free_pages"}) is None
+
+
+def test_glob_counter_sums_taskq_kstats_created_on_demand(tmp_path: Path):
+    """The async taskqs appear on first use: none yet counts 0, then their sum."""
+    spec = {"glob": str(tmp_path / "zpl_async_*_tank.*"), "field": "tasks_dispatched"}
+    before = de.snapshot_counters({"t": spec})
+    assert before == {"t": 0}
+    for name, n in (("zpl_async_read_tank.0", 3), ("zpl_async_write_tank.0", 2),
+                    ("zpl_async_read_other.0", 50)):
+        (tmp_path / name).write_text(
+            f"12 1 0x01 3 192 1 1\nname type data\ntasks_dispatched 4 {n}\n")
+    assert de.counter_deltas(before, de.snapshot_counters({"t": spec})) == {"t": 5}

@@ -36,11 +36,12 @@ def test_served_attribution(counters, label):
 
 def test_classify_and_tally():
     ok = {"condition": "async=1", "res": 4096, "expected_len": 4096, "errno": 0,
-          "wrong_bytes": 0, "counters": {"direct_read_count": 1, "arc_read_count": 0}}
+          "wrong_bytes": 0, "correct": True,
+          "counters": {"direct_read_count": 1, "arc_read_count": 0}}
     einval = {"condition": "async=1", "res": -22, "expected_len": 4096, "errno": 22,
-              "errname": "EINVAL", "counters": {}}
-    short = dict(ok, res=100)
-    wrong = dict(ok, wrong_bytes=3, first_wrong_byte=36864,
+              "errname": "EINVAL", "stage": "complete", "counters": {}}
+    short = dict(ok, res=100, correct=False)
+    wrong = dict(ok, wrong_bytes=3, first_wrong_byte=36864, correct=False,
                  counters={"direct_read_count": 0, "arc_read_count": 1})
     assert classify(ok) == {"trials", "correct", "served by DIO"}
     assert classify(einval) == {"trials", "EINVAL"}

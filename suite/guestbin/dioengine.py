@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import glob as glob_mod
 import errno as errno_mod
 import hashlib
 import json
@@ -286,14 +287,26 @@ def parse_kstat(text: str) -> dict[str, int | str]:
 def _counter_spec(spec: Any) -> dict[str, Any]:
     if isinstance(spec, str):
         return {"path": spec}
-    if isinstance(spec, dict) and "path" in spec:
+    if isinstance(spec, dict) and ("path" in spec or "glob" in spec):
         return spec
-    raise ValueError(f"counter spec needs a path: {spec!r}")
+    raise ValueError(f"counter spec needs a path or a glob: {spec!r}")
 
 
 def read_counter(spec: Any) -> int | None:
-    """Current value of a counter; None when the file or field is missing."""
+    """Current value of a counter; None when the file or field is missing.
+
+    ``{"glob": pattern, "field": f}`` sums ``f`` over every file that matches
+    (kstats of objects created on demand, e.g. a pool's taskqs): no match is 0.
+    """
     spec = _counter_spec(spec)
+    if "glob" in spec:
+        total = 0
+        for path in sorted(glob_mod.glob(spec["glob"])):
+            v = read_counter({"path": path, "field": spec.get("field")})
+            if v is None:
+                return None
+            total += v
+        return total
     try:
         with open(spec["path"], encoding="ascii", errors="replace") as f:
             text = f.read()

@@ -8,31 +8,28 @@ the same guest shape; a guest that splatted, hung or lost SSH is killed
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from .. import guard
 from ..accel import Accel, choose
+from ..aftercase import Observation, stuck_tasks
 from ..build import BuildRecord
-from ..dio import DIO_PROPS, DioBench
+from ..dio import COUNTER_PARAMS, DIO_PROPS, DioBench
 from ..engine import EngineRunner
-from ..errors import (BuildError, GuestError, KernelError, SeriesError, SourceError,
-                      SuiteError, VMError)
+from ..errors import GuestError, SuiteError, VMError
+from ..guest import virtme_key
 from ..pipeline import BuildOptions, build
+from ..symptoms import Symptom
 from ..vm import VM, NvmeSpec, VMSpec
 from ..zfs import Dataset, Pool, PoolSpec, Zfs
-from .hooks import RUN_DIR, add_section
+from .hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
-
-
-def slug(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
 
 
 @dataclass
@@ -45,9 +42,7 @@ class RunCtx:
     keep_vm: bool
 
     def case_dir(self, nodeid: str) -> Path:
-        d = self.run_dir / "cases" / slug(nodeid)
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+        return case_dir_of(self.config, nodeid)
 
     def tables_dir(self) -> Path:
         d = self.run_dir / "tables"
@@ -69,13 +64,16 @@ def run_ctx(request: pytest.FixtureRequest) -> RunCtx:
 
 @pytest.fixture(scope="session")
 def zfs_build(run_ctx: RunCtx) -> BuildRecord:
-    """The build under test: made, or taken from the cache, for the session's options."""
+    """The build under test: made, or taken from the cache, for the session's options.
+
+    When it cannot be made (source unreachable, ref or kernel missing, build
+    failure) every case errors with the reason: nothing tested is never green.
+    """
     try:
         record, built = build(run_ctx.opts)
-    except (SourceError, KernelError) as e:
-        pytest.skip(f"no OpenZFS build: {e.what} ({e.fix})")
-    except (SeriesError, BuildError) as e:
-        pytest.fail(f"OpenZFS build failed:\n{e}", pytrace=False)
+    except SuiteError as e:
+        pytest.fail(f"no OpenZFS build under test, so nothing can be tested:\n{e}",
+                    pytrace=False)
     out = run_ctx.run_dir / "build"
     out.mkdir(exist_ok=True)
     (out / f"record-{record.key}.json").write_text(record.to_json())
@@ -87,6 +85,7 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
 def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
     # choose() warns once when KVM is unusable; pytest lists it in the summary.
     a = choose(run_ctx.config.getoption("accel"), Path(zfs_build.kernel["vmlinuz"]))
+    run_ctx.config.stash[DEADLINE_SCALE] = a.scale      # the per-case backstop scales too
     return a
 
 
@@ -151,7 +150,7 @@ class VMManager:
         self.discard()
         for vm in self.kept:
             print(f"\nkept guest {vm.spec.name}: ssh -p {vm.port} -i "
-                  f"~/.cache/virtme-ng/.ssh/id_virtme root@127.0.0.1 (console {vm.console_path}); "
+                  f"{virtme_key()} root@127.0.0.1 (console {vm.console_path}); "
                   f"it stays up until this pytest exits, kill with Ctrl-C")
 
 
@@ -173,21 +172,6 @@ def vm_manager(run_ctx: RunCtx, accel: Accel) -> Iterator[VMManager]:
 @pytest.fixture
 def case_dir(request: pytest.FixtureRequest, run_ctx: RunCtx) -> Path:
     return run_ctx.case_dir(request.node.nodeid)
-
-
-def _stuck_tasks(guest, scale: float) -> list[str]:
-    """PIDs in D state in two samples a few seconds apart (a hang, not a blip)."""
-    # One grep over every status file: a process per task costs a minute under TCG.
-    script = "grep -ls '^State:[[:space:]]*D' /proc/[0-9]*/status | cut -d/ -f3; true"
-    try:
-        first = set(guest.run(script, timeout=15 * scale, check=False).stdout.split())
-        if not first:
-            return []
-        time.sleep(min(10.0, 2 * scale))
-        second = set(guest.run(script, timeout=15 * scale, check=False).stdout.split())
-        return sorted(first & second)
-    except GuestError:
-        return ["(ssh dead)"]
 
 
 @pytest.fixture
@@ -221,37 +205,40 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
         pytest.skip("zinject: the build has no zinject command")
     guest.run(f"echo 'ozfs-vmci: begin {slug(item.nodeid)}' > /dev/kmsg", timeout=20, check=False)
     watcher = guard.ConsoleWatcher(vm.console_path)
+    before = z.param_values()
     pm = item.get_closest_marker("zfs_params")
-    params = dict(pm.kwargs) if pm else {}
-    ctx = z.params(**params)
-    ctx.__enter__()
     try:
+        for name, value in (pm.kwargs if pm else {}).items():
+            z.set_param(name, value)
         yield z
     finally:
-        _after_case(item, z, vm, vm_manager, watcher, case_dir, accel, ctx)
+        _after_case(item, z, vm, vm_manager, watcher, case_dir, accel, before)
 
 
-def _after_case(item, z: Zfs, vm: VM, mgr: VMManager, watcher, case_dir: Path,
-                accel: Accel, params_ctx) -> None:
-    """Decide whether the guest is still fit; if not, collect evidence and recycle it."""
+def _after_case(item: pytest.Item, z: Zfs, vm: VM, mgr: VMManager,
+                watcher: guard.ConsoleWatcher, case_dir: Path, accel: Accel,
+                params_before: dict[str, str]) -> None:
+    """Judge the guest after the case, pass or fail: alive, no task stuck in D
+    state, no kernel trouble since the case began, its dataset teardown done.
+    An unfit guest fails the case (even a passed one), leaves its evidence and
+    is recycled; otherwise every module parameter the case changed is restored."""
     rep = getattr(item, "rep_call", None)
     failed = bool(rep and rep.failed)
-    findings = list(watcher.poll())
     alive = vm.alive and z.guest.alive(timeout=accel.deadline(5))
-    stuck = _stuck_tasks(z.guest, accel.scale) if alive and failed else []
-    bad = [f for f in findings if f.severity in ("fatal", "error")] if findings else []
-    reason = ""
-    if not alive:
-        reason = "guest stopped answering"
-    elif stuck:
-        reason = f"tasks stuck in D state: {', '.join(stuck)}"
-    elif bad:
-        reason = f"kernel reported: {bad[0].line.strip()}"
+    stuck = []
+    if alive:
+        try:
+            stuck = stuck_tasks(z.guest, accel.scale)
+        except GuestError:
+            alive = False
+    obs = Observation(alive, stuck, watcher.poll(),
+                      getattr(item, "ozfs_teardown_problem", ""))
+    reason, symptoms = obs.verdict()
     if reason:
+        add_symptoms(item, symptoms)
         ev = guard.collect_evidence(z.guest if alive else None, vm, case_dir / "evidence",
                                     reason, watcher=watcher)
         add_section(item, "guest evidence", ev.summary())
-        (case_dir / "evidence" / "summary.txt").write_text(ev.summary() + "\n")
         mgr.healthy = False
         mgr.discard(keep=mgr.ctx.keep_vm)
         if not failed:
@@ -259,8 +246,12 @@ def _after_case(item, z: Zfs, vm: VM, mgr: VMManager, watcher, case_dir: Path,
                         f"{ev.summary()}", pytrace=False)
         return
     try:
-        params_ctx.__exit__(None, None, None)
-    except GuestError:
+        restored = z.restore_params(params_before, ignore=COUNTER_PARAMS)
+        if restored:
+            (case_dir / "params-restored.txt").write_text(
+                "".join(f"{k}={params_before[k]}\n" for k in restored))
+    except SuiteError as e:
+        add_section(item, "parameter restore failed (guest recycled)", str(e))
         mgr.healthy = False
 
 
@@ -304,8 +295,19 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, vm_manager: VMManager,
             r = zfs_guest.zfs("destroy", "-R", "-f", ds.name, check=False, timeout=120)
             if r.rc != 0:
                 vm_manager.pool_spec = None     # unknown state: recreate next time
-        except GuestError:
-            vm_manager.healthy = False
+        except GuestError as e:
+            # A hang here is a finding like any other: zfs_guest's teardown fails
+            # the case with the evidence and recycles the guest.
+            request.node.ozfs_teardown_problem = f"the dataset teardown hung: {e.what}"
+
+
+@pytest.fixture
+def symptom(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``symptom(kind, detail, row="")``: say how the case is failing (see
+    suite/symptoms.py), before the assert that fails it."""
+    def record(kind: str, detail: str = "", row: str = "") -> None:
+        add_symptoms(request.node, [Symptom(kind, detail, row)])
+    return record
 
 
 @pytest.fixture
@@ -329,4 +331,5 @@ def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: E
         table.write(case_dir, f"table-{n['count']}")
         add_section(item, f"table {n['count']}", table.text())
 
-    return DioBench(zfs_guest, pool, engine, have, run_ctx.trials, write_table)
+    return DioBench(zfs_guest, pool, engine, have, run_ctx.trials, write_table,
+                    lambda symptoms: add_symptoms(item, symptoms))

@@ -1,15 +1,31 @@
-"""Options, markers, results folder and report hooks."""
+"""Options, markers, results folder and report hooks.
+
+Besides the reports, the hooks keep every verdict honest:
+
+- ``--trials`` below 1 is a usage error;
+- every case's outcome and symptoms go to ``cases/<case>/verdict.json``
+  (``python -m suite bugs`` reads them);
+- a case that overruns its backstop deadline fails (``deadline`` marker, or
+  ``OZFS_VMCI_CASE_DEADLINE`` seconds scaled by the accelerator);
+- a session that collected VM cases but brought none of them to a verdict
+  (all skipped or errored before their call) exits non-zero: a run that tested
+  nothing is not green.
+"""
 from __future__ import annotations
 
 import logging
 import os
 import re
+import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from .. import paths
+from ..errors import GuestError, SuiteError, VMError
+from ..symptoms import CaseVerdict, Symptom
 
 MARKERS = [
     "vm: needs a virtme-ng guest (boots or reuses one per xdist worker)",
@@ -21,7 +37,12 @@ MARKERS = [
     "pool(layout='stripe', props=None, dataset=None): pool layout and dataset properties",
     "zfs_params(**params): module parameters set for the case and restored after",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
+    "deadline(seconds): backstop for the case's call, before accelerator scaling",
 ]
+CASE_MARK = "ozfs_case"          # set on items that use the build under test
+DEFAULT_CASE_DEADLINE = float(os.environ.get("OZFS_VMCI_CASE_DEADLINE", "300"))
+DEADLINE_SCALE = pytest.StashKey[float]()
+
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +72,10 @@ def _run_label(config: pytest.Config) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    trials = config.getoption("trials", None)
+    if trials is not None and trials < 1:
+        raise pytest.UsageError(f"--trials {trials}: a case needs at least 1 trial per "
+                                f"condition (default {_default_trials()})")
     for m in MARKERS:
         config.addinivalue_line("markers", m)
     # paramiko logs every refused connection while a guest boots: noise, not news.
@@ -62,13 +87,94 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.getoption("results") or paths.results_root())
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{_run_label(config)}"
     config.stash[RUN_DIR] = run_dir
+    if workerinput is None:
+        config.pluginmanager.register(_VerdictCount(), "ozfs-vmci-verdict-count")
 
 
 RUN_DIR = pytest.StashKey[Path]()
 
 
+def _default_trials() -> int:
+    from ..trials import DEFAULT_TRIALS
+    return DEFAULT_TRIALS
+
+
+def slug(nodeid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
+
+
+def case_dir_of(config: pytest.Config, nodeid: str) -> Path:
+    d = config.stash[RUN_DIR] / "cases" / slug(nodeid)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "zfs_build" in getattr(item, "fixturenames", ()):
+            item.add_marker(CASE_MARK)
+
+
 def pytest_configure_node(node) -> None:  # xdist: the controller hands its run dir on
     node.workerinput["ozfs_run_dir"] = str(node.config.stash[RUN_DIR])
+
+
+class CaseBackstop(SuiteError):
+    """The case ran past its backstop deadline."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Arm the backstop: SIGALRM raises CaseBackstop in the case's (main) thread."""
+    seconds = _backstop(item)
+    armed = seconds and threading.current_thread() is threading.main_thread()
+    if armed:
+        def expire(signum, frame):
+            raise CaseBackstop(f"the case ran past its {seconds:.0f}s backstop deadline",
+                               fix="a wait in the case has no end, or the guest is wedged: "
+                                   "see the evidence; raise it with @pytest.mark.deadline(s)")
+        old = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def _backstop(item: pytest.Item) -> float:
+    if item.get_closest_marker(CASE_MARK) is None:
+        return 0.0
+    m = item.get_closest_marker("deadline")
+    base = float(m.args[0]) if m and m.args else DEFAULT_CASE_DEADLINE
+    return base * item.config.stash.get(DEADLINE_SCALE, 1.0)
+
+
+def add_symptoms(item: pytest.Item, symptoms: list[Symptom]) -> None:
+    """Record why a case failed (kept in its verdict.json)."""
+    if not hasattr(item, "ozfs_symptoms"):
+        item.ozfs_symptoms = []  # type: ignore[attr-defined]
+    item.ozfs_symptoms.extend(symptoms)  # type: ignore[attr-defined]
+
+
+def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
+    from ..faults import NotArmed
+    e = excinfo.value
+    first = (str(e).splitlines() or [""])[0][:300]
+    if isinstance(e, CaseBackstop):
+        return Symptom("backstop", first)
+    if isinstance(e, NotArmed):
+        return Symptom("not-armed", first)
+    if isinstance(e, VMError):
+        return Symptom("guest-lost", first)
+    if isinstance(e, GuestError):
+        lost = "stopped answering" in first or "connection lost" in first.lower()
+        return Symptom("guest-lost" if lost else "guest-error", first)
+    if isinstance(e, AssertionError):
+        return Symptom("assertion", first)
+    return Symptom("setup" if isinstance(e, SuiteError) else "harness-error",
+                   f"{type(e).__name__}: {first}")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -76,17 +182,77 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+    if rep.failed and call.excinfo is not None:
+        recorded = getattr(item, "ozfs_symptoms", [])
+        if rep.when == "setup":
+            add_symptoms(item, [Symptom("setup", symptom_of_exception(call.excinfo).detail)])
+        elif rep.when == "call" and not (recorded and call.excinfo.errisinstance(AssertionError)):
+            add_symptoms(item, [symptom_of_exception(call.excinfo)])
     for title, text in getattr(item, "ozfs_sections", []):
         if rep.when == "teardown" or (rep.when == "call" and rep.failed):
             rep.sections.append((title, text))
     if rep.when == "teardown":
         # Evidence is gathered in teardown, after the call report was made: give it
         # to the failed call's report too, so the failure shows it.
-        call = getattr(item, "rep_call", None)
-        if call is not None and call.failed:
+        call_rep = getattr(item, "rep_call", None)
+        if call_rep is not None and call_rep.failed:
             for title, text in getattr(item, "ozfs_sections", []):
-                if (title, text) not in call.sections:
-                    call.sections.append((title, text))
+                if (title, text) not in call_rep.sections:
+                    call_rep.sections.append((title, text))
+        if item.get_closest_marker(CASE_MARK) is not None:
+            _write_verdict(item, rep)
+
+
+def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
+    setup, call = getattr(item, "rep_setup", None), getattr(item, "rep_call", None)
+    reason = ""
+    if setup is not None and setup.skipped:
+        outcome = "skipped"
+        reason = str(setup.longrepr[-1]) if isinstance(setup.longrepr, tuple) else ""
+    elif setup is not None and setup.failed:
+        outcome, reason = "error", _first_line(setup)
+    elif call is not None and call.skipped:
+        outcome = "skipped"
+        reason = str(call.longrepr[-1]) if isinstance(call.longrepr, tuple) else ""
+    elif (call is not None and call.failed) or teardown.failed:
+        outcome, reason = "failed", _first_line(call if call is not None and call.failed
+                                                else teardown)
+    else:
+        outcome = "passed"
+    v = CaseVerdict(item.nodeid, outcome, list(getattr(item, "ozfs_symptoms", [])), reason)
+    (case_dir_of(item.config, item.nodeid) / "verdict.json").write_text(v.to_json() + "\n")
+
+
+def _first_line(rep: pytest.TestReport) -> str:
+    text = getattr(rep, "longreprtext", "") or ""
+    lines = [ln for ln in text.splitlines() if ln.startswith("E ") or ln.strip()]
+    return (lines[-1] if lines else "")[:300]
+
+
+class _VerdictCount:
+    """Counted on the controller (xdist or not) from the reports of VM cases."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+        self.verdicts = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if CASE_MARK not in report.keywords:
+            return
+        if report.when == "setup":
+            self.cases += 1
+        if report.when == "call" and (report.passed or report.failed):
+            self.verdicts += 1
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.cases and not self.verdicts and exitstatus in (0, 5):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            tr = session.config.pluginmanager.get_plugin("terminalreporter")
+            msg = (f"ozfs-vmci: {self.cases} VM case(s) selected, none ran to a verdict "
+                   f"(all skipped or errored): nothing was tested, so this run is not green")
+            if tr is not None:
+                tr.write_line(msg, red=True)
 
 
 def add_section(item: pytest.Item, title: str, text: str) -> None:

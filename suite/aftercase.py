@@ -1,0 +1,83 @@
+"""Judge the guest after every case, pass or fail.
+
+A case that passed but left the guest wedged (a task stuck in D state, a kernel
+WARNING or lockdep splat, a hung-task report) has not passed: the bug may leave
+the bytes right. After each case the plugin observes the guest:
+
+- is it alive (qemu running, SSH answering)?
+- tasks in D state, sampled more than once (a stuck task, not an I/O blip),
+  with their kernel stacks;
+- kernel lines since the case began (``console.ConsoleWatcher``), minus the
+  allow-list in ``vmimages/kernel-log-allow.toml``;
+- did the case's own dataset teardown hang?
+
+``Observation.verdict()`` turns that into a reason (empty: the guest is fit)
+and the symptoms that go into the case's ``verdict.json``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import GuestError
+from .guard import DSTATE_SCRIPT, DTask, Finding, parse_dstate
+from .symptoms import Symptom, stack_functions
+
+if TYPE_CHECKING:
+    from .guest import Guest
+
+
+@dataclass
+class Observation:
+    alive: bool
+    stuck: list[DTask] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    teardown_problem: str = ""
+
+    def verdict(self) -> tuple[str, list[Symptom]]:
+        """(reason the guest is unfit, or ''; symptoms for the case's verdict)."""
+        reasons: list[str] = []
+        symptoms: list[Symptom] = []
+        if not self.alive:
+            reasons.append("guest stopped answering")
+            symptoms.append(Symptom("guest-lost", "the guest stopped answering after the case"))
+        if self.stuck:
+            names = ", ".join(f"{t.pid} ({t.comm})" for t in self.stuck[:8])
+            reasons.append(f"tasks stuck in D state: {names}")
+            funcs: list[str] = []
+            for t in self.stuck:
+                funcs += [f for f in stack_functions(t.stack) if f not in funcs]
+            symptoms.append(Symptom("D-state", names, stack=tuple(funcs)))
+        seen: set[str] = set()
+        for f in self.findings:
+            if f.kind in seen:
+                continue
+            seen.add(f.kind)
+            symptoms.append(Symptom(f"kernel:{f.kind}", f.line.strip()[:300]))
+        if self.findings:
+            reasons.append(f"kernel reported: {self.findings[0].line.strip()}")
+        if self.teardown_problem:
+            reasons.append(self.teardown_problem)
+            symptoms.append(Symptom("hang", self.teardown_problem))
+        return "; ".join(reasons), symptoms
+
+
+def dstate_sample(guest: "Guest", timeout: float) -> list[DTask]:
+    return parse_dstate(guest.run(DSTATE_SCRIPT, timeout=timeout, check=False, log=False).stdout)
+
+
+def stuck_tasks(guest: "Guest", scale: float, samples: int = 3) -> list[DTask]:
+    """Tasks in D state in every one of ``samples`` samples, a few seconds apart.
+
+    Raises GuestError if the guest stops answering while sampled.
+    """
+    timeout = 15 * scale
+    current = {t.pid: t for t in dstate_sample(guest, timeout)}
+    for i in range(1, samples):
+        if not current:
+            return []
+        time.sleep(min(10.0, 2 * scale) * i)
+        again = {t.pid: t for t in dstate_sample(guest, timeout)}
+        current = {pid: again[pid] for pid in current if pid in again}
+    return sorted(current.values(), key=lambda t: t.pid)

@@ -1,0 +1,148 @@
+"""Symptoms: why a case failed, as records a machine can match.
+
+A case that fails says *how* it failed: EINVAL on the async row, wrong bytes at
+the tail, served by the ARC where Direct I/O was due, tasks stuck in D state with
+these functions on their stacks, the guest lost. The plugin writes them into the
+case's ``verdict.json``; ``python -m suite bugs`` says a known bug was *caught*
+only when a targeted case failed with the bug's own symptom, and *inconclusive*
+when it failed for any other reason.
+
+Kinds (strings, so manifests can name them):
+
+- I/O outcomes: ``EINVAL``, ``EFAULT``, ``error:<ERRNO>``, ``short``,
+  ``wrong-bytes``, ``overrun``, ``no-EINVAL`` (success where EINVAL was due),
+  ``served-by-ARC`` / ``served-by-DIO`` (the other path than the one due);
+- proof missing (never a catch): ``no-result`` (the I/O was never issued or
+  never completed), ``unproven`` (counters missing or frozen, a parameter not
+  read back, a condition not shown to take its path);
+- guest state: ``D-state`` (with the stack functions), ``kernel:<kind>``
+  (``kernel:warning``, ``kernel:hung_task``, ``kernel:lockdep``, ...),
+  ``guest-lost``, ``hang`` (an operation that did not finish in its deadline);
+- harness: ``guest-error``, ``not-armed``, ``setup``, ``backstop``,
+  ``assertion`` (a failed assert that recorded no symptom).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+# Kinds that never count as a catch: the case proved nothing about the kernel.
+INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error",
+                            "not-armed", "setup", "backstop", "assertion"})
+
+
+@dataclass(frozen=True)
+class Symptom:
+    kind: str
+    detail: str = ""
+    row: str = ""                       # the condition (table row) it showed in
+    stack: tuple[str, ...] = ()         # D-state: function names on the stuck stacks
+
+    def __str__(self) -> str:
+        where = f" [{self.row}]" if self.row else ""
+        return f"{self.kind}{where}: {self.detail}" if self.detail else f"{self.kind}{where}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["stack"] = list(self.stack)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Symptom":
+        return cls(d["kind"], d.get("detail", ""), d.get("row", ""), tuple(d.get("stack", ())))
+
+
+_FUNC = re.compile(r"([A-Za-z_][\w.]*)\+0x[0-9a-f]+")
+
+
+def stack_functions(frames: Iterable[str]) -> tuple[str, ...]:
+    """``[<0>] zfsvfs_teardown+0x1a/0x2b0 [zfs]`` -> ``zfsvfs_teardown`` (in order)."""
+    out = []
+    for f in frames:
+        m = _FUNC.search(f)
+        if m:
+            out.append(m[1])
+    return tuple(out)
+
+
+@dataclass
+class CaseVerdict:
+    """What one case came to: written as ``verdict.json`` in its folder."""
+    nodeid: str
+    outcome: str                        # passed | failed | error | skipped
+    symptoms: list[Symptom] = field(default_factory=list)
+    reason: str = ""                    # skip reason, or the first line of the failure
+
+    def to_json(self) -> str:
+        return json.dumps({"nodeid": self.nodeid, "outcome": self.outcome,
+                           "reason": self.reason,
+                           "symptoms": [s.to_dict() for s in self.symptoms]}, indent=1)
+
+    @classmethod
+    def load(cls, path: Path) -> "CaseVerdict":
+        d = json.loads(path.read_text())
+        return cls(d["nodeid"], d["outcome"], [Symptom.from_dict(s) for s in d["symptoms"]],
+                   d.get("reason", ""))
+
+
+@dataclass(frozen=True)
+class SymptomSpec:
+    """The symptom that counts for a known bug (``[[bugs]] symptom`` in a manifest).
+
+    ``kinds``: any of these kinds counts. ``rows``: a regex the failing row
+    (condition label) must match, e.g. ``async=1``: the same symptom on a control
+    row is not this bug. ``stack``: for ``D-state``, functions that must all be on
+    the stuck tasks' stacks. ``also``: kinds that may accompany the symptom (the
+    consequences of a deadlock: a hang, the hung-task report).
+    """
+    kinds: tuple[str, ...]
+    rows: str = ""
+    stack: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SymptomSpec":
+        kinds = d.get("kinds") or ()
+        if not kinds:
+            raise ValueError("a bug's symptom needs kinds = [...]")
+        return cls(tuple(kinds), d.get("rows", ""), tuple(d.get("stack", ())),
+                   tuple(d.get("also", ())))
+
+    def matches(self, s: Symptom) -> bool:
+        if s.kind not in self.kinds:
+            return False
+        if self.rows and not re.search(self.rows, s.row):
+            return False
+        if self.stack and not all(f in s.stack for f in self.stack):
+            return False
+        return True
+
+    def describe(self) -> str:
+        out = " or ".join(self.kinds)
+        if self.rows:
+            out += f" on rows matching /{self.rows}/"
+        if self.stack:
+            out += f" with {', '.join(self.stack)} on the stacks"
+        return out
+
+
+def judge_case(spec: SymptomSpec, v: CaseVerdict) -> tuple[str, str]:
+    """('caught'|'passed'|'skipped'|'inconclusive', why) for one targeted case."""
+    if v.outcome == "passed":
+        return "passed", ""
+    if v.outcome == "skipped":
+        return "skipped", v.reason
+    hits = [s for s in v.symptoms if spec.matches(s)]
+    others = [s for s in v.symptoms if not spec.matches(s) and s.kind not in spec.also]
+    if hits and not others:
+        return "caught", str(hits[0])
+    if not v.symptoms:
+        return "inconclusive", f"{v.outcome} with no recorded symptom: {v.reason}"
+    if hits:
+        return "inconclusive", f"{hits[0]} but also {others[0]}"
+    if not others:
+        return "inconclusive", f"only {v.symptoms[0]}: the bug's own symptom did not show"
+    return "inconclusive", f"{v.outcome} for another reason: {others[0]}"

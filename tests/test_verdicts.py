@@ -1,0 +1,293 @@
+"""The judges: no vacuous pass, conditions proven as labelled, bugs caught only by
+their own symptom, the guest judged after every case (no VM needed)."""
+from __future__ import annotations
+
+import pytest
+
+from suite.aftercase import Observation, stuck_tasks
+from suite.dio import (ASYNC_PARAM, ASYNC_TASKS, STRICT_PARAM, Shape, cond, expect_arc,
+                       expect_correct, expect_direct, expect_einval, judge, plan)
+from suite.errors import GuestError
+from suite.guard import DTask, Finding, scan
+from suite.guestbin.dioengine import FileSpec
+from suite.knownbugs import CaseResult, Outcome, judge_session
+from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
+from suite.trials import classify, outcome
+
+HAVE = {ASYNC_PARAM, STRICT_PARAM}
+A1 = cond("libaio async=1", "libaio", **{ASYNC_PARAM: 1, STRICT_PARAM: 1})
+A0 = cond("libaio async=0", "libaio", **{ASYNC_PARAM: 0, STRICT_PARAM: 1})
+SYNC = cond("sync preadv", "sync", control=True, **{STRICT_PARAM: 1})
+CONDS = [A1, A0, SYNC]
+
+
+def make_plan(conds=CONDS, trials=3):
+    return plan(FileSpec("/t/f", 16384, "s"), Shape("p", nsegs=4), conds, trials, "tank", HAVE)
+
+
+def good(req, **over):
+    """A trial result as the engine reports a correct Direct I/O read."""
+    r = {"event": "trial", "id": req.id, "condition": req.condition, "res": 16384,
+         "expected_len": 16384, "errno": None, "errname": None, "stage": None,
+         "correct": True, "wrong_bytes": 0, "overrun_bytes": 0,
+         "counters": {"direct_read_count": 1, "arc_read_count": 0,
+                      ASYNC_TASKS: 1 if req.condition == A1.label else 0},
+         "params_applied": dict(req.params), "params_unavailable": [], "params_errors": {}}
+    r.update(over)
+    return r
+
+
+def run_judge(results, p, expect=expect_direct, conds=CONDS):
+    return judge("t", p, conds, results, {c.label: expect for c in conds})
+
+
+# -- trials.classify ---------------------------------------------------------------
+
+@pytest.mark.parametrize("over,col", [
+    ({}, "correct"),
+    ({"stage": "plan", "res": None, "correct": False}, "no result"),
+    ({"stage": "timeout", "res": None, "correct": False}, "no result"),
+    ({"stage": "open", "res": -22, "errno": 22, "errname": "EINVAL", "correct": False},
+     "no result"),
+    ({"overrun_bytes": 8, "correct": False}, "overrun"),
+    ({"res": 100, "correct": False}, "wrong bytes"),          # short read
+    ({"res": -14, "errno": 14, "errname": "EFAULT", "stage": "complete", "correct": False},
+     "EFAULT"),
+    ({"res": -5, "errno": 5, "errname": "EIO", "stage": "complete", "correct": False},
+     "other error"),
+])
+def test_outcome_uses_the_engines_verdicts(over, col):
+    req = make_plan().trials[0]
+    assert outcome(good(req, **over)) == col
+
+
+def test_engine_says_incorrect_even_when_res_looks_right():
+    req = make_plan().trials[0]
+    r = good(req, correct=False, wrong_bytes=0)        # e.g. overrun the engine saw
+    assert "correct" not in classify(r)
+
+
+# -- dio.judge ------------------------------------------------------------------------
+
+def test_all_trials_right_passes():
+    p = make_plan()
+    v = run_judge([good(t) for t in p.trials], p)
+    assert v.ok, v.failures
+    assert v.table.rows[A1.label]["served by DIO"] == 3
+
+
+def test_zero_results_is_a_failure_not_a_pass():
+    p = make_plan()
+    v = run_judge([], p)
+    assert not v.ok and v.inconclusive
+    assert {s.kind for s in v.symptoms} == {"no-result"}
+
+
+def test_a_missing_trial_fails():
+    p = make_plan()
+    v = run_judge([good(t) for t in p.trials[:-1]], p)
+    assert not v.ok and "never returned a result" in v.failures[0]
+
+
+def test_a_condition_the_case_claims_but_never_planned_fails():
+    p = make_plan(conds=[A1, SYNC])
+    v = run_judge([good(t) for t in p.trials], p, conds=CONDS)
+    assert any("never planned" in f for f in v.failures)
+
+
+@pytest.mark.parametrize("counters,why", [
+    ({"direct_read_count": None, "arc_read_count": None, ASYNC_TASKS: 0}, "missing"),
+    ({"direct_read_count": 0, "arc_read_count": 0, ASYNC_TASKS: 0}, "did not move"),
+])
+def test_attribution_counters_missing_or_frozen_are_inconclusive(counters, why):
+    p = make_plan(conds=[A0])
+    v = run_judge([good(t, counters=counters) for t in p.trials], p, conds=[A0])
+    assert not v.ok and v.inconclusive and why in v.symptoms[0].detail
+
+
+def test_arc_fallback_is_its_own_symptom_on_its_row():
+    p = make_plan()
+    res = [good(t, counters={"direct_read_count": 0, "arc_read_count": 1, ASYNC_TASKS: 1})
+           if t.condition == A1.label else good(t) for t in p.trials]
+    v = run_judge(res, p)
+    assert [(s.kind, s.row) for s in v.symptoms] == [("served-by-ARC", A1.label)]
+    assert not v.inconclusive
+
+
+def test_param_that_does_not_read_back_fails_the_label():
+    p = make_plan()
+    res = [good(t, params_applied={**t.params, ASYNC_PARAM: 0})
+           if t.condition == A1.label else good(t) for t in p.trials]
+    v = run_judge(res, p)
+    assert v.symptoms[0].kind == "unproven" and "reads back" in v.symptoms[0].detail
+
+
+def test_param_unavailable_fails_the_label():
+    p = make_plan()
+    res = [good(t, params_applied={}, params_unavailable=[ASYNC_PARAM])
+           if t.condition == A1.label else good(t) for t in p.trials]
+    v = run_judge(res, p)
+    assert v.symptoms[0].kind == "unproven" and "was not set" in v.symptoms[0].detail
+
+
+def test_async_label_needs_a_dispatched_task_and_sync_needs_none():
+    p = make_plan()
+    res = [good(t, counters={**good(t)["counters"], ASYNC_TASKS: 0}) for t in p.trials]
+    v = run_judge(res, p)
+    assert ("unproven", A1.label) in {(s.kind, s.row) for s in v.symptoms}
+    res = [good(t, counters={**good(t)["counters"], ASYNC_TASKS: 1}) for t in p.trials]
+    v = run_judge(res, p)
+    rows = {s.row for s in v.symptoms if s.kind == "unproven"}
+    assert rows == {A0.label, SYNC.label}
+
+
+def test_einval_on_the_async_row_names_the_row():
+    p = make_plan()
+    res = [good(t, res=-22, errno=22, errname="EINVAL", stage="complete", correct=False)
+           if t.condition == A1.label else good(t) for t in p.trials]
+    v = run_judge(res, p)
+    assert [(s.kind, s.row) for s in v.symptoms] == [("EINVAL", A1.label)]
+    assert "3/3 trials failed" in v.failures[0]
+
+
+def test_expect_einval_and_arc():
+    req = make_plan().trials[0]
+    einval = good(req, res=-22, errno=22, errname="EINVAL", stage="syscall", correct=False)
+    assert expect_einval(A1, einval) is None
+    assert expect_einval(A1, good(req)).kind == "no-EINVAL"
+    assert expect_einval(A1, dict(einval, stage="plan")).kind == "no-result"
+    arc = good(req, counters={"direct_read_count": 0, "arc_read_count": 2})
+    assert expect_arc(A1, arc) is None
+    assert expect_arc(A1, good(req)).kind == "served-by-DIO"
+    assert expect_correct(A1, good(req, res=100, correct=False)).kind == "short"
+
+
+# -- known bugs ------------------------------------------------------------------------
+
+SPEC = SymptomSpec(("EINVAL", "served-by-ARC"), rows="async=1")
+DEADLOCK = SymptomSpec(("D-state",), stack=("zfsvfs_teardown", "zpl_async_read_task"),
+                       also=("hang", "kernel:hung_task"))
+
+
+def verdict(outcome_, *symptoms):
+    return CaseVerdict("cases/test_x.py::test_y", outcome_, list(symptoms))
+
+
+@pytest.mark.parametrize("v,status", [
+    (verdict("failed", Symptom("EINVAL", "res=-22", "libaio async=1 strict=1")), "caught"),
+    (verdict("failed", Symptom("EINVAL", "", "sync preadv strict=1")), "inconclusive"),
+    (verdict("failed", Symptom("guest-lost", "stopped answering")), "inconclusive"),
+    (verdict("failed", Symptom("not-armed", "read completed early")), "inconclusive"),
+    (verdict("failed", Symptom("EINVAL", "", "libaio async=1"),
+             Symptom("EINVAL", "", "libaio async=0")), "inconclusive"),
+    (verdict("error", Symptom("setup", "no build")), "inconclusive"),
+    (verdict("failed"), "inconclusive"),
+    (verdict("passed"), "passed"),
+    (verdict("skipped"), "skipped"),
+])
+def test_judge_case_by_symptom(v, status):
+    assert judge_case(SPEC, v)[0] == status
+
+
+def test_deadlock_needs_both_functions_on_the_stacks():
+    frames = ["[<0>] cv_wait_common+0x10/0x20 [spl]", "[<0>] zfsvfs_teardown+0x1a/0x2b0 [zfs]",
+              "[<0>] zpl_async_read_task+0x5/0x90 [zfs]"]
+    both = Symptom("D-state", "2 tasks", stack=stack_functions(frames))
+    assert both.stack == ("cv_wait_common", "zfsvfs_teardown", "zpl_async_read_task")
+    assert judge_case(DEADLOCK, verdict("failed", both, Symptom("hang", "rollback")))[0] == "caught"
+    one = Symptom("D-state", "1 task", stack=("zfsvfs_teardown",))
+    assert judge_case(DEADLOCK, verdict("failed", one))[0] == "inconclusive"
+    assert judge_case(DEADLOCK, verdict("failed", Symptom("hang", "x")))[0] == "inconclusive"
+
+
+def outcome_of(role, *statuses, problem=""):
+    o = Outcome("b", "c", role, [CaseResult(f"t::{i}", s, "why") for i, s in
+                                 enumerate(statuses)], problem)
+    return o
+
+
+@pytest.mark.parametrize("o,verdict_", [
+    (outcome_of("bad", "caught", "passed"), "caught"),
+    (outcome_of("bad", "caught", "inconclusive"), "INCONCLUSIVE"),
+    (outcome_of("bad", "passed", "passed"), "MISSED"),
+    (outcome_of("bad", "skipped"), "INCONCLUSIVE"),
+    (outcome_of("bad", "caught", problem="killed"), "INCONCLUSIVE"),
+    (outcome_of("fixed", "passed", "passed"), "clean"),
+    (outcome_of("fixed", "passed", "caught"), "NOT FIXED"),
+    (outcome_of("fixed", "passed", "inconclusive"), "INCONCLUSIVE"),
+])
+def test_bug_row_verdicts(o, verdict_):
+    assert o.verdict.startswith(verdict_)
+    assert o.ok == (verdict_ in ("caught", "clean"))
+
+
+def test_judge_session_reads_verdicts_and_counts_missing_ones(tmp_path):
+    d = tmp_path / "run" / "cases" / "a"
+    d.mkdir(parents=True)
+    (d / "verdict.json").write_text(verdict(
+        "failed", Symptom("served-by-ARC", "", "io_uring async=1 strict=0")).to_json())
+    cases, problem = judge_session(SPEC, tmp_path, junit_tests=1)
+    assert [c.status for c in cases] == ["caught"] and not problem
+    _, problem = judge_session(SPEC, tmp_path, junit_tests=3)
+    assert "2 of 3 cases left no verdict" in problem
+
+
+# -- after the case --------------------------------------------------------------------
+
+def test_a_warning_after_a_passed_case_makes_the_guest_unfit():
+    findings = scan("[  12.3] WARNING: CPU: 1 PID: 77 at module/zfs/dbuf.c:123 dbuf_x+0x1\n")
+    reason, symptoms = Observation(True, [], findings).verdict()
+    assert "WARNING: CPU: 1" in reason
+    assert [s.kind for s in symptoms] == ["kernel:warning"]
+
+
+def test_allow_listed_lines_are_not_findings():
+    assert scan("Kernel command line: panic_on_warn=0 lockdep\n") == []
+
+
+def test_a_stuck_task_after_a_passed_case_makes_the_guest_unfit():
+    t = DTask(476, "zfs", "D", "cv_wait", ("[<0>] zfsvfs_teardown+0x1/0x2 [zfs]",))
+    reason, symptoms = Observation(True, [t]).verdict()
+    assert "476 (zfs)" in reason and symptoms[0].stack == ("zfsvfs_teardown",)
+
+
+def test_a_fit_guest_has_no_reason():
+    assert Observation(True, [], []).verdict() == ("", [])
+    assert Observation(True, teardown_problem="the dataset teardown hung").verdict()[1][0].kind == "hang"
+    assert Observation(False).verdict()[1][0].kind == "guest-lost"
+
+
+class FakeGuest:
+    def __init__(self, samples):
+        self.samples = list(samples)
+
+    def run(self, cmd, timeout, check=True, log=True):
+        class R:
+            stdout = self.samples.pop(0)
+        return R()
+
+
+def _dstate(*pids):
+    return "".join(f"--- pid {p} (t{p}) state=D wchan=x ---\n[<0>] f{p}+0x1/0x2\n" for p in pids)
+
+
+def test_stuck_tasks_are_the_ones_in_every_sample(monkeypatch):
+    monkeypatch.setattr("suite.aftercase.time.sleep", lambda s: None)
+    assert [t.pid for t in stuck_tasks(FakeGuest([_dstate(1, 2), _dstate(2, 3), _dstate(2)]),
+                                       1.0)] == [2]
+    assert stuck_tasks(FakeGuest([_dstate(1), _dstate()]), 1.0) == []
+    assert stuck_tasks(FakeGuest([""]), 1.0) == []
+
+
+def test_findings_carry_their_kind():
+    f = Finding("hung_task", "error", "INFO: task zfs:476 blocked for more than 120 seconds.", 1)
+    assert Observation(True, [], [f]).verdict()[1][0].kind == "kernel:hung_task"
+
+
+def test_guest_error_from_a_dead_guest_is_raised_before_any_connection():
+    from suite.guest import Guest
+    g = Guest(1, name="t")
+    g.watch(lambda: "qemu is stopped (process state T): the guest is frozen", 60)
+    with pytest.raises(GuestError, match="stopped answering: qemu is stopped"):
+        g.run("true", timeout=5)
+    assert not g.alive(timeout=1)
