@@ -176,7 +176,8 @@ class Zfs:
 
     def param_values(self) -> dict[str, str]:
         """Every zfs module parameter's current value, in one command."""
-        r = self.guest.run(f"cd {PARAMS} && grep -H . * 2>/dev/null; true", timeout=30)
+        r = self.guest.run(f"cd {PARAMS} && grep -H . * 2>/dev/null; true", timeout=30,
+                           log=False)
         out = {}
         for line in r.stdout.splitlines():
             name, sep, value = line.partition(":")

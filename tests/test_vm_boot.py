@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -267,6 +268,47 @@ def test_frozen_guest_never_hangs(booted: VM, tmp_path: Path) -> None:
         booted.monitor("cont")
         g.close()
     assert booted.guest().alive(timeout=booted.spec.accel.deadline(5))
+
+
+def test_guest_frozen_mid_command_is_noticed_by_the_heartbeat(booted: VM) -> None:
+    """qemu paused (monitor 'stop': the process runs, the guest is silent) while a long
+    command runs: the command fails with "stopped answering" within the heartbeat
+    silence (10 s KVM, 60 s TCG), not at its own 15-minute deadline."""
+    g = booted.guest()
+    timer = threading.Timer(3.0, booted.monitor, args=("stop",))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(GuestError, match="stopped answering: no answer to a heartbeat"):
+            g.run("sleep 900", timeout=900)
+        took = time.monotonic() - t0
+        assert took < 3 + booted.heartbeat_silence + 20, f"noticed after {took:.0f}s"
+    finally:
+        timer.join()
+        booted.monitor("cont")
+        g.watch(booted.health, booted.heartbeat_silence)     # alive again
+    assert g.alive(timeout=booted.spec.accel.deadline(5))
+
+
+def test_qemu_stopped_by_a_signal_is_noticed_at_once(booted: VM) -> None:
+    """SIGSTOP on qemu: the host sees state T and fails the command within seconds."""
+    g = booted.guest()
+    bg = g.background("sleep 900")
+    assert booted.qemu_state() in ("R", "S"), booted.qemu_state()
+    pid = booted._qemu_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(GuestError, match="qemu is stopped"):
+            bg.wait(900)
+        assert time.monotonic() - t0 < 10
+        assert "frozen" in (booted.health() or "")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        g.watch(booted.health, booted.heartbeat_silence)
+    assert booted.health() is None
+    assert g.alive(timeout=booted.spec.accel.deadline(5))
 
 
 def _wait_for_dstate(guest: Guest, comm: str, timeout: float) -> list[guard.DTask]:

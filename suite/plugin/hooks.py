@@ -38,6 +38,7 @@ MARKERS = [
     "zfs_params(**params): module parameters set for the case and restored after",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "deadline(seconds): backstop for the case's call, before accelerator scaling",
+    "ozfs_case: set by the plugin on every case that uses the build under test",
 ]
 CASE_MARK = "ozfs_case"          # set on items that use the build under test
 DEFAULT_CASE_DEADLINE = float(os.environ.get("OZFS_VMCI_CASE_DEADLINE", "300"))

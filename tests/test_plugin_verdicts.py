@@ -1,0 +1,111 @@
+"""The plugin's verdict rules in inner pytest sessions (no VM: the build fixture is
+replaced where a case must not need one)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _inner_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                         "--results", str(pytester.path / "results"), *args,
+                                         timeout=300)
+
+
+def verdicts(pytester: pytest.Pytester) -> dict[str, dict]:
+    out = {}
+    for p in (pytester.path / "results").glob("*/cases/*/verdict.json"):
+        v = json.loads(p.read_text())
+        out[v["nodeid"].split("::")[-1]] = v
+    return out
+
+
+def test_trials_below_one_is_a_usage_error(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    res = run(pytester, "--trials", "0")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "at least 1 trial" in res.stderr.str()
+
+
+def test_unreachable_source_errors_the_cases_and_fails_the_run(pytester):
+    pytester.makepyfile(test_case="def test_case(zfs_build):\n    pass\n")
+    res = run(pytester, "--zfs-source", "https://example.invalid/zfs", "--offline")
+    res.assert_outcomes(errors=1)
+    assert res.ret != 0
+    out = res.stdout.str()
+    assert "no OpenZFS build under test" in out and "example.invalid" in out
+    v = verdicts(pytester)["test_case"]
+    assert v["outcome"] == "error" and v["symptoms"][0]["kind"] == "setup"
+
+
+SKIPPING = '''
+import pytest
+
+@pytest.fixture
+def zfs_build():
+    pytest.skip("stand-in: the build has no such feature")
+
+def test_a(zfs_build):
+    pass
+
+def test_b(zfs_build):
+    pass
+'''
+
+
+def test_a_run_whose_cases_all_skipped_is_not_green(pytester):
+    pytester.makepyfile(test_skips=SKIPPING)
+    res = run(pytester)
+    res.assert_outcomes(skipped=2)
+    assert res.ret == 1
+    assert "none ran to a verdict" in res.stdout.str()
+
+
+def test_a_plain_skip_outside_vm_cases_stays_green(pytester):
+    pytester.makepyfile(test_plain="import pytest\n\ndef test_p():\n    pytest.skip('x')\n")
+    assert run(pytester).ret == 0
+
+
+BACKSTOP = '''
+import time
+import pytest
+
+@pytest.fixture
+def zfs_build():
+    return None
+
+@pytest.mark.deadline(1)
+def test_stuck(zfs_build):
+    time.sleep(30)
+
+def test_asserts(zfs_build, symptom):
+    symptom("EINVAL", "res=-22", row="libaio async=1")
+    assert False, "EINVAL on the async row"
+
+def test_bare_assert(zfs_build):
+    assert 1 == 2
+'''
+
+
+def test_backstop_and_symptoms_reach_verdict_json(pytester):
+    pytester.makepyfile(test_b=BACKSTOP)
+    res = run(pytester)
+    res.assert_outcomes(failed=3)
+    v = verdicts(pytester)
+    assert v["test_stuck"]["symptoms"][0]["kind"] == "backstop"
+    assert [(s["kind"], s["row"]) for s in v["test_asserts"]["symptoms"]] == [
+        ("EINVAL", "libaio async=1")]
+    assert v["test_bare_assert"]["symptoms"][0]["kind"] == "assertion"
+    assert all(x["outcome"] == "failed" for x in v.values())
