@@ -20,8 +20,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +47,9 @@ NEEDED_PREFIXES = ("module/", "include/", "lib/", "cmd/", "config/", "scripts/",
                    "Makefile.am", "configure.ac", "META", "autogen.sh", "udev/", "etc/",
                    "man/", "contrib/", "rpm/")
 MODULES = ("spl", "zfs")
+# A build step still running after this long is killed (a hung compiler, a
+# configure test that never returns): no wait without an end.
+STEP_TIMEOUT = float(os.environ.get("OZFS_VMCI_BUILD_STEP_TIMEOUT", "7200"))
 
 
 @dataclass(frozen=True)
@@ -178,14 +183,29 @@ def _env(src: Path) -> dict[str, str]:
     return env
 
 
-def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str) -> None:
-    """Run a build step, appending to the log and showing progress."""
+def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str,
+                timeout: float | None = None) -> None:
+    """Run a build step, appending to the log and showing progress; kill it (its
+    whole process group) if it runs past ``timeout`` seconds."""
+    timeout = STEP_TIMEOUT if timeout is None else timeout
     with step(name) as s, open(log, "a") as lf:
         lf.write(f"\n### {name}: {' '.join(cmd)}\n")
         lf.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace")
+                                stderr=subprocess.STDOUT, text=True, errors="replace",
+                                start_new_session=True)
         assert proc.stdout is not None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
         objects = 0
         last = ""
         try:
@@ -199,9 +219,15 @@ def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str) -> N
                 s.tick(f"{objects} objects, {last}" if objects else last)
             rc = proc.wait()
         except BaseException:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+        finally:
+            timer.cancel()
+    if expired.is_set():
+        raise BuildError(f"{name} ran past its {timeout:.0f}s deadline and was killed",
+                         fix=f"see the last lines of {log}; raise OZFS_VMCI_BUILD_STEP_TIMEOUT "
+                             f"on a slow machine", detail=log.read_text(errors="replace")[-1500:])
     if rc != 0:
         raise BuildError(f"{name} failed (exit {rc})", fix=_fix_for(log),
                          detail=failing_lines(log.read_text(errors="replace")))
@@ -232,14 +258,16 @@ def failing_lines(log_text: str, context: int = 2, limit: int = 40) -> str:
 
 
 def _ccache_stats(env: dict) -> dict[str, str]:
-    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True)
+    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True,
+                       timeout=60)
     stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
     keep = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
     return {k: stats[k] for k in keep if k in stats}
 
 
 def _modinfo(ko: Path, field_: str) -> str:
-    p = subprocess.run(["/sbin/modinfo", "-F", field_, str(ko)], capture_output=True, text=True)
+    p = subprocess.run(["/sbin/modinfo", "-F", field_, str(ko)], capture_output=True, text=True,
+                       timeout=60)
     return p.stdout.strip()
 
 

@@ -22,6 +22,7 @@ from .locks import file_lock
 from .errors import KernelError
 
 DEFAULT_PROFILE = "debian-6.1"
+APT_TIMEOUT = 1800      # seconds for one apt-get call
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,10 @@ def apt_packages(profile: Profile) -> list[str]:
     for meta in profile.metapackages:
         target = f"{meta}/{profile.apt_release}" if profile.apt_release else meta
         p = subprocess.run(["apt-cache", "show", "--no-all-versions", target],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=APT_TIMEOUT)
         if p.returncode != 0:
             p = subprocess.run(["apt-cache", "-t", profile.apt_release, "show", meta],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, timeout=APT_TIMEOUT)
         deps = re.search(r"^Depends: (.*)$", p.stdout, re.M)
         concrete = [d.strip().split()[0] for d in deps.group(1).split(",")] if deps else []
         concrete = [d for d in concrete if d.startswith(("linux-image-", "linux-headers-"))]
@@ -157,13 +158,15 @@ def install(profile: Profile) -> None:
                                   fix=_source_fix(profile))
             Path(f"/etc/apt/sources.list.d/{profile.apt_release}.list").write_text(
                 profile.apt_source + "\n")
-            subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True)
+            subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True,
+                           timeout=APT_TIMEOUT)
     try:
         pkgs = apt_packages(profile)
     except KernelError:
         if not can:
             raise
-        subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True)
+        subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True,
+                           timeout=APT_TIMEOUT)
         pkgs = apt_packages(profile)
     cmd = ["apt-get", "install", "-y", "-q", *pkgs]
     if not can:
@@ -171,7 +174,7 @@ def install(profile: Profile) -> None:
                           fix=" ".join(cmd))
     print(f"installing kernel profile {profile.name}: {' '.join(pkgs)}", flush=True)
     p = subprocess.run(cmd, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"),
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=APT_TIMEOUT)
     if p.returncode != 0:
         raise KernelError(f"apt-get could not install {' '.join(pkgs)}",
                           fix=" ".join(cmd), detail=p.stdout[-2000:] + p.stderr[-2000:])

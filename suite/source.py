@@ -33,6 +33,7 @@ DEFAULT_REF = "master"
 # A branch fetched less than this many seconds ago is not fetched again.
 FETCH_TTL = float(os.environ.get("OZFS_VMCI_FETCH_TTL", "3600"))
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
+GIT_TIMEOUT = float(os.environ.get("OZFS_VMCI_GIT_TIMEOUT", "1800"))
 
 
 def git(*args: str, cwd: Path | None = None, git_dir: Path | None = None,
@@ -46,8 +47,13 @@ def git(*args: str, cwd: Path | None = None, git_dir: Path | None = None,
     full_env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
     if env:
         full_env.update(env)
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, input=input,
-                          capture_output=True, text=text)
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=full_env, input=input,
+                              capture_output=True, text=text, timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise SourceError(f"git {' '.join(args[:3])} ran past its {GIT_TIMEOUT:.0f}s deadline",
+                          fix="the source may be unreachable or very slow; raise "
+                              "OZFS_VMCI_GIT_TIMEOUT or use a local mirror (insteadOf)") from e
     if check and proc.returncode != 0:
         err = proc.stderr if text else proc.stderr.decode(errors="replace")
         raise SourceError(f"git {' '.join(args[:3])} failed", detail=err.strip())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,13 @@ def test_failing_lines_picks_compiler_errors_not_the_wall():
     out = failing_lines(log)
     assert "error: implicit declaration" in out and "Error 1" in out
     assert out.count("  CC  ") <= 4
+
+
+def test_a_build_step_past_its_deadline_is_killed(tmp_path):
+    log = tmp_path / "build.log"
+    t = time.monotonic()
+    with pytest.raises(BuildError, match="past its 1s deadline") as e:
+        build_mod._run_logged(["sh", "-c", "echo started; sleep 60 & sleep 60"], tmp_path,
+                              dict(os.environ), log, "hung step", timeout=1)
+    assert time.monotonic() - t < 15
+    assert "started" in e.value.detail
