@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import GuestError
-from .guard import DSTATE_SCRIPT, DTask, Finding, parse_dstate
+from .console import Finding
+from .evidence import DSTATE_SCRIPT, DTask, parse_dstate
 from .symptoms import Symptom, stack_functions
 
 if TYPE_CHECKING:

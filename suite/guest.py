@@ -111,7 +111,7 @@ def _with_deadline(fn: Callable[[], T], timeout: float, what: str, on_timeout: C
             except Exception:  # noqa: BLE001 - best effort
                 pass
         raise GuestError(f"{what} did not finish within {timeout:.0f}s",
-                         fix="the guest may be hung: collect evidence (guard.collect_evidence) and kill the VM")
+                         fix="the guest may be hung: collect evidence (evidence.collect_evidence) and kill the VM")
     if "error" in box:
         raise box["error"]
     return box["value"]

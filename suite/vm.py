@@ -39,7 +39,8 @@ from typing import IO
 
 from .accel import Accel
 from .errors import VMError
-from .guard import PANIC_KINDS, ConsoleWatcher
+from . import console
+from .console import PANIC_KINDS, ConsoleWatcher
 from .guest import Guest, virtme_key
 from .locks import file_lock
 
@@ -339,19 +340,6 @@ def ensure_vng_ssh_keys() -> None:
         except subprocess.CalledProcessError as exc:
             raise VMError(f"ssh-keygen failed in {ssh_dir}", fix="check permissions of that directory",
                           detail=exc.stderr.decode(errors="replace")) from exc
-
-
-def _tail_lines(path: Path, n: int, max_bytes: int = 1 << 20) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read()
-    except FileNotFoundError:
-        return ""
-    lines = data.decode(errors="replace").splitlines()
-    return "\n".join(lines[-n:])
 
 
 _LIVE: "weakref.WeakSet[VM]" = weakref.WeakSet()
@@ -714,21 +702,13 @@ class VM:
     # ------------------------------------------------------------------ console
 
     def console_tail(self, n: int = 80) -> str:
-        return _tail_lines(self.console_path, n)
+        return console.tail(self.console_path, n)
 
     def _console_since(self, offset: int) -> str:
-        try:
-            with open(self.console_path, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return console.since(self.console_path, offset)
 
     def console_size(self) -> int:
-        try:
-            return self.console_path.stat().st_size
-        except FileNotFoundError:
-            return 0
+        return console.size(self.console_path)
 
     # ------------------------------------------------------------------ monitor
 

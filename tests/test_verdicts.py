@@ -8,7 +8,8 @@ from suite.aftercase import Observation, stuck_tasks
 from suite.dio import (ASYNC_PARAM, ASYNC_TASKS, STRICT_PARAM, Shape, cond, expect_arc,
                        expect_correct, expect_direct, expect_einval, judge, plan)
 from suite.errors import GuestError
-from suite.guard import DTask, Finding, scan
+from suite.console import Finding, scan
+from suite.evidence import DTask
 from suite.guestbin.dioengine import FileSpec
 from suite.knownbugs import CaseResult, Outcome, judge_session
 from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions

@@ -1,4 +1,4 @@
-"""Boot the distro kernel in a real virtme-ng guest and exercise vm/guest/guard.
+"""Boot the distro kernel in a real virtme-ng guest and exercise vm/guest/console/evidence.
 
 One guest (2 NVMe disks, lbs 4096 and 512) is shared by the module; the
 D-state test runs last because it leaves a task stuck until it resumes the
@@ -24,7 +24,7 @@ from typing import Iterator
 import pytest
 
 from suite import accel as accel_mod
-from suite import guard
+from suite import console, evidence
 from suite.errors import GuestError, VMError
 from suite.guest import Guest
 from suite.vm import VM, NvmeSpec, VMSpec
@@ -207,7 +207,7 @@ def test_case_log_has_commands_results_and_timestamps(booted: VM, guest: Guest, 
 
 
 def test_console_watcher_sees_guest_kmsg(booted: VM, guest: Guest) -> None:
-    w = guard.ConsoleWatcher(booted.console_path)
+    w = console.ConsoleWatcher(booted.console_path)
     guest.run("echo 'WARNING: ozvm selftest marker' > /dev/kmsg", timeout=booted.spec.accel.deadline(10))
     deadline = time.monotonic() + booted.spec.accel.deadline(5)
     while not w.findings and time.monotonic() < deadline:
@@ -261,7 +261,7 @@ def test_frozen_guest_never_hangs(booted: VM, tmp_path: Path) -> None:
             g.run("true", timeout=3)
         assert time.monotonic() - t0 < 15
         t0 = time.monotonic()
-        ev = guard.collect_evidence(g, booted, tmp_path / "evidence", "selftest: frozen guest")
+        ev = evidence.collect_evidence(g, booted, tmp_path / "evidence", "selftest: frozen guest")
         assert not ev.ssh_alive
         assert time.monotonic() - t0 < 60, "evidence collection must stay within its step deadlines"
     finally:
@@ -311,10 +311,10 @@ def test_qemu_stopped_by_a_signal_is_noticed_at_once(booted: VM) -> None:
     assert g.alive(timeout=booted.spec.accel.deadline(5))
 
 
-def _wait_for_dstate(guest: Guest, comm: str, timeout: float) -> list[guard.DTask]:
+def _wait_for_dstate(guest: Guest, comm: str, timeout: float) -> list[evidence.DTask]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        tasks = guard.parse_dstate(guest.run(guard.DSTATE_SCRIPT, timeout=timeout).stdout)
+        tasks = evidence.parse_dstate(guest.run(evidence.DSTATE_SCRIPT, timeout=timeout).stdout)
         mine = [t for t in tasks if t.comm == comm]
         if mine:
             return mine
@@ -332,8 +332,8 @@ def test_dstate_task_evidence(booted: VM, guest: Guest, tmp_path: Path) -> None:
     try:
         _wait_for_dstate(guest, "dd", booted.spec.accel.deadline(10))
 
-        w = guard.ConsoleWatcher(booted.console_path, offset=0)
-        ev = guard.collect_evidence(guest, booted, tmp_path / "evidence", "selftest: dd on suspended dm",
+        w = console.ConsoleWatcher(booted.console_path, offset=0)
+        ev = evidence.collect_evidence(guest, booted, tmp_path / "evidence", "selftest: dd on suspended dm",
                                     watcher=w)
         assert ev.ssh_alive and ev.dstate_source == "ssh"
         dd = [task for task in ev.dstate if task.comm == "dd"]
@@ -346,7 +346,7 @@ def test_dstate_task_evidence(booted: VM, guest: Guest, tmp_path: Path) -> None:
         # SSH "dead": only the qemu monitor (Alt-SysRq-w) and the console remain
         dead = Guest(1, name="dead")  # port 1: nothing listens there
         t0 = time.monotonic()
-        ev2 = guard.collect_evidence(dead, booted, tmp_path / "evidence-nossh", "selftest: ssh dead")
+        ev2 = evidence.collect_evidence(dead, booted, tmp_path / "evidence-nossh", "selftest: ssh dead")
         assert time.monotonic() - t0 < booted.spec.accel.deadline(10) + 30
         assert not ev2.ssh_alive and ev2.dstate_source == "console"
         dd2 = [task for task in ev2.dstate if task.comm == "dd"]

@@ -15,7 +15,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .. import guard
+from ..console import ConsoleWatcher
+from ..evidence import collect_evidence
 from ..accel import Accel, choose
 from ..aftercase import Observation, stuck_tasks
 from ..build import BuildRecord
@@ -204,7 +205,7 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
     if item.get_closest_marker("zinject") and "zinject" not in zfs_build.commands:
         pytest.skip("zinject: the build has no zinject command")
     guest.run(f"echo 'ozfs-vmci: begin {slug(item.nodeid)}' > /dev/kmsg", timeout=20, check=False)
-    watcher = guard.ConsoleWatcher(vm.console_path)
+    watcher = ConsoleWatcher(vm.console_path)
     before = z.param_values()
     pm = item.get_closest_marker("zfs_params")
     try:
@@ -216,7 +217,7 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
 
 
 def _after_case(item: pytest.Item, z: Zfs, vm: VM, mgr: VMManager,
-                watcher: guard.ConsoleWatcher, case_dir: Path, accel: Accel,
+                watcher: ConsoleWatcher, case_dir: Path, accel: Accel,
                 params_before: dict[str, str]) -> None:
     """Judge the guest after the case, pass or fail: alive, no task stuck in D
     state, no kernel trouble since the case began, its dataset teardown done.
@@ -236,7 +237,7 @@ def _after_case(item: pytest.Item, z: Zfs, vm: VM, mgr: VMManager,
     reason, symptoms = obs.verdict()
     if reason:
         add_symptoms(item, symptoms)
-        ev = guard.collect_evidence(z.guest if alive else None, vm, case_dir / "evidence",
+        ev = collect_evidence(z.guest if alive else None, vm, case_dir / "evidence",
                                     reason, watcher=watcher)
         add_section(item, "guest evidence", ev.summary())
         mgr.healthy = False

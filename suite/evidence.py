@@ -1,15 +1,15 @@
-"""Notice kernel trouble in a guest and gather evidence before the VM is killed.
+"""Evidence from a guest in trouble, gathered before the VM is killed.
 
-- ``scan(text)`` finds panics, Oopses, BUG:, WARNING:, lockdep, KASAN, hung
-  tasks and RCU stalls in kernel log text, minus an allow-list of known noise.
-- ``ConsoleWatcher(path)`` scans ``console.log`` incrementally from an offset,
-  so a case sees only the lines printed while it ran.
+- ``DSTATE_SCRIPT`` + ``parse_dstate``: every task in D state with its kernel
+  stack (the one D-state detector: ``aftercase`` samples with it too);
+- ``parse_sysrq_blocked``: the same from sysrq-w / hung-task reports on the
+  console, for when SSH is dead;
 - ``collect_evidence(guest, vm, outdir, reason)`` gathers, each step under a
-  short deadline: tasks in D state with their kernel stacks, sysrq-w, dmesg,
-  the console tail (which also receives sysrq output when SSH is dead; then
-  Alt-SysRq-w is pressed through the qemu monitor). It writes files into
-  ``outdir`` and returns an ``Evidence`` whose ``summary()`` fits in a pytest
-  failure report.
+  short deadline: D-state tasks with their stacks, sysrq-w, dmesg, the console
+  tail (which also receives sysrq output when SSH is dead; then Alt-SysRq-w is
+  pressed through the qemu monitor), the console findings and qemu's state.
+  It writes files into ``outdir`` (``summary.txt`` last) and returns an
+  ``Evidence`` whose ``summary()`` fits in a pytest failure report.
 """
 from __future__ import annotations
 
@@ -17,180 +17,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Pattern
+from typing import TYPE_CHECKING
 
+from .console import ConsoleWatcher, Finding, scan
 from .errors import SuiteError
 
 if TYPE_CHECKING:
     from .guest import Guest
     from .vm import VM
-
-
-# --------------------------------------------------------------------------- patterns
-
-
-@dataclass(frozen=True)
-class Rule:
-    kind: str
-    severity: str  # 'fatal' (kernel dead), 'error', 'warning'
-    regex: Pattern[str]
-
-
-def _rule(kind: str, severity: str, pattern: str) -> Rule:
-    return Rule(kind, severity, re.compile(pattern))
-
-
-# First match wins, so specific kinds come before the generic BUG:/WARNING:.
-RULES: tuple[Rule, ...] = (
-    _rule("kasan", "error", r"\bBUG: KASAN:|\bKASAN: "),
-    _rule("ubsan", "error", r"\bUBSAN: "),
-    _rule("lockdep", "error", r"possible circular locking dependency|possible recursive locking"
-                              r"|inconsistent lock state|possible irq lock inversion"
-                              r"|suspicious RCU usage|bad unlock balance detected|held lock freed"),
-    _rule("hung_task", "error", r"blocked for more than \d+ seconds|\bhung_task\b"),
-    _rule("rcu_stall", "error", r"self-detected stall|\brcu: INFO\b|\bRCU stall|rcu_\w+ detected stalls?"),
-    _rule("lockup", "error", r"soft lockup - CPU#|hard LOCKUP"),
-    _rule("panic", "fatal", r"Kernel panic - not syncing"),
-    _rule("spl_panic", "error", r"\bPANIC at \S+:\d+:|\bVERIFY3?\w*\(.*\) failed"),
-    _rule("oops", "error", r"\bOops\b|general protection fault|BUG: unable to handle|Unable to handle kernel"),
-    _rule("bug", "error", r"\bBUG: |kernel BUG at "),
-    _rule("warning", "warning", r"\bWARNING: "),
-)
-
-# Kinds that mean the guest kernel is gone.
-PANIC_KINDS = frozenset({"panic"})
-
-def load_allow(path: Path | None = None) -> tuple[str, ...]:
-    """The allow-list (``vmimages/kernel-log-allow.toml``): every entry has a reason."""
-    import tomllib
-    from .errors import SuiteError
-    from .paths import vmimages_dir
-    path = path or vmimages_dir() / "kernel-log-allow.toml"
-    try:
-        entries = tomllib.loads(path.read_text()).get("allow", [])
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SuiteError(f"cannot read the kernel log allow-list {path}: {e}",
-                         fix="fix its TOML syntax") from e
-    for e in entries:
-        if not e.get("pattern") or not str(e.get("reason", "")).strip():
-            raise SuiteError(f"{path}: every [[allow]] entry needs a pattern and a reason",
-                             fix=f"give a reason for {e.get('pattern')!r}")
-        re.compile(e["pattern"])
-    return tuple(e["pattern"] for e in entries)
-
-
-# Lines that match a rule but are not trouble.
-DEFAULT_ALLOW: tuple[str, ...] = load_allow()
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str
-    severity: str
-    line: str
-    lineno: int  # 1-based, in the scanned text (or console.log for a watcher)
-    context: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.line.strip()}"
-
-
-def compile_allow(allow: Iterable[str | Pattern[str]]) -> list[Pattern[str]]:
-    return [a if isinstance(a, re.Pattern) else re.compile(a) for a in allow]
-
-
-def match_line(line: str, allow: list[Pattern[str]], rules: Iterable[Rule] = RULES) -> Rule | None:
-    """The rule ``line`` trips, or None (also None if the allow-list covers it)."""
-    for rule in rules:
-        if rule.regex.search(line):
-            if any(a.search(line) for a in allow):
-                return None
-            return rule
-    return None
-
-
-def scan(text: str, allow: Iterable[str | Pattern[str]] = DEFAULT_ALLOW,
-         rules: Iterable[Rule] = RULES, context: int = 12, first_lineno: int = 1) -> list[Finding]:
-    """Findings in kernel log ``text``, one per matching line, in order."""
-    allow_re = compile_allow(allow)
-    rules = tuple(rules)
-    lines = text.splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        rule = match_line(line, allow_re, rules)
-        if rule:
-            out.append(Finding(rule.kind, rule.severity, line.rstrip(), first_lineno + i,
-                               tuple(ln.rstrip() for ln in lines[i + 1:i + 1 + context])))
-    return out
-
-
-def worst(findings: Iterable[Finding]) -> str | None:
-    order = {"fatal": 0, "error": 1, "warning": 2}
-    sev = sorted((f.severity for f in findings), key=lambda s: order.get(s, 9))
-    return sev[0] if sev else None
-
-
-class ConsoleWatcher:
-    """Incremental scan of a growing console.log, starting at ``offset``.
-
-    ``offset=None`` starts at the current end of the file, so a watcher created
-    when a case starts only sees that case's lines. Only complete lines are
-    scanned; a partial last line waits for the next ``poll``.
-    """
-
-    def __init__(self, path: Path, offset: int | None = None,
-                 allow: Iterable[str | Pattern[str]] = DEFAULT_ALLOW) -> None:
-        self.path = Path(path)
-        self.start = self._size() if offset is None else offset
-        self.pos = self.start
-        self.lineno = 1  # line number (relative to start) of the next unread line
-        self.allow = compile_allow(allow)
-        self.findings: list[Finding] = []
-
-    def _size(self) -> int:
-        try:
-            return self.path.stat().st_size
-        except FileNotFoundError:
-            return 0
-
-    def _read_new(self) -> str:
-        size = self._size()
-        if size < self.pos:  # truncated/replaced: start over
-            self.start = self.pos = 0
-            self.lineno = 1
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.pos)
-                data = f.read(size - self.pos)
-        except FileNotFoundError:
-            return ""
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            return ""
-        data = data[:cut + 1]
-        self.pos += len(data)
-        return data.decode(errors="replace")
-
-    def poll(self) -> list[Finding]:
-        """New findings since the last poll (also appended to ``self.findings``)."""
-        text = self._read_new()
-        if not text:
-            return []
-        new = scan(text, self.allow, first_lineno=self.lineno)
-        self.lineno += text.count("\n")
-        self.findings.extend(new)
-        return new
-
-    def text(self, max_bytes: int = 4 << 20) -> str:
-        """Everything written since ``start`` (at most the last ``max_bytes``)."""
-        size = self._size()
-        begin = max(self.start, size - max_bytes)
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(begin)
-                return f.read(size - begin).decode(errors="replace")
-        except FileNotFoundError:
-            return ""
 
 
 # --------------------------------------------------------------------------- D-state tasks

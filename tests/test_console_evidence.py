@@ -1,10 +1,12 @@
-"""Pure tests of suite.guard: pattern scanning, allow-list, watcher, D-state parsing."""
+"""Pure tests of suite.console and suite.evidence: pattern scanning, allow-list,
+watcher, D-state parsing, evidence summary."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from suite import guard
-from suite.guard import ConsoleWatcher, DTask, Evidence, Finding, parse_dstate, parse_sysrq_blocked, scan
+from suite import console
+from suite.console import ConsoleWatcher, Finding, scan
+from suite.evidence import DTask, Evidence, parse_dstate, parse_sysrq_blocked
 
 FIELD_STACK = """\
 --- pid 263662 (zfs) state=D ---
@@ -51,8 +53,8 @@ def test_old_style_recursive_locking_and_rcu_variants() -> None:
 def test_panic_is_fatal_and_warning_is_a_warning() -> None:
     assert scan(SAMPLES["panic"])[0].severity == "fatal"
     assert scan(SAMPLES["warning"])[0].severity == "warning"
-    assert guard.worst(scan(SAMPLES["warning"] + "\n" + SAMPLES["panic"])) == "fatal"
-    assert "panic" in guard.PANIC_KINDS
+    assert console.worst(scan(SAMPLES["warning"] + "\n" + SAMPLES["panic"])) == "fatal"
+    assert "panic" in console.PANIC_KINDS
 
 
 def test_field_stack_hung_task() -> None:
@@ -89,7 +91,7 @@ def test_allow_list() -> None:
             "[ 0.0] Kernel command line: console=ttyS0 lockdep debug: WARNING: BUG: off\n"
             "[ 3.0] WARNING: CPU: 0 PID: 1 at drivers/known/noisy.c:1 noisy_probe+0x1/0x2\n")
     assert [f.kind for f in scan(text)] == ["warning"]
-    assert scan(text, allow=list(guard.DEFAULT_ALLOW) + [r"noisy_probe"]) == []
+    assert scan(text, allow=list(console.DEFAULT_ALLOW) + [r"noisy_probe"]) == []
     assert [f.kind for f in scan(text, allow=())] == ["bug", "warning"]
 
 

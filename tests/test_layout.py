@@ -1,0 +1,65 @@
+"""The shape of the harness itself: no import cycles between its modules."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SUITE = Path(__file__).resolve().parent.parent / "suite"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SUITE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Runtime imports between suite modules (``if TYPE_CHECKING:`` blocks excluded)."""
+    files = {_module(p): p for p in SUITE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        deps: set[str] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+                continue
+            for n in ast.walk(node):
+                if not isinstance(n, ast.ImportFrom):
+                    continue
+                if n.level:
+                    base = ".".join(pkg.split(".")[: len(pkg.split(".")) - n.level + 1])
+                    targets = ([f"{base}.{n.module}"] if n.module
+                               else [f"{base}.{a.name}" for a in n.names])
+                else:
+                    targets = [n.module or ""]
+                deps |= {t for t in targets if t in files}
+        graph[name] = deps - {name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> list[str] | None:
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state and (c := visit(d, path + [d])):
+                return c
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (c := visit(m, [m])):
+            return c
+    return None
+
+
+def test_the_suite_has_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
