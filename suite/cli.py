@@ -6,29 +6,13 @@ import sys
 import time
 
 from .errors import SuiteError
-
-
-def add_build_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kernel", help="kernel profile (vmimages/NAME.toml) or a vmlinuz path "
-                                    "(default: debian-6.1)")
-    p.add_argument("--kernel-headers", help="kernel build dir, with --kernel PATH")
-    p.add_argument("--zfs-source", help="OpenZFS git URL or local checkout "
-                                        "(default https://github.com/openzfs/zfs)")
-    p.add_argument("--zfs-ref", help="branch, tag or commit (default: the series' base, "
-                                     "else master)")
-    p.add_argument("--series", action="append", default=[],
-                   help="patch series: NAME, NAME@COMMIT, NAME@branch or a folder of "
-                        "*.patch files; repeat or comma-separate to stack")
-    p.add_argument("--zts", action="store_true", help="also build the ZFS Test Suite")
-    p.add_argument("--offline", action="store_true", help="never fetch; use the cache only")
+from .pipeline import add_build_options
 
 
 def options_from(args: argparse.Namespace):
-    from .pipeline import BuildOptions
-    return BuildOptions(kernel=args.kernel, kernel_headers=args.kernel_headers,
-                        zfs_source=args.zfs_source, zfs_ref=args.zfs_ref,
-                        series=args.series, zts=args.zts, offline=args.offline,
-                        force=getattr(args, "force", False), jobs=getattr(args, "jobs", None))
+    from .pipeline import options_from as from_values
+    return from_values(lambda dest: getattr(args, dest, None),
+                       force=getattr(args, "force", False), jobs=getattr(args, "jobs", None))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -90,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Test OpenZFS patch series in virtme-ng guests.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="fetch, patch and build OpenZFS (cached by inputs)")
-    add_build_options(b)
+    add_build_options(b.add_argument)
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
     b.add_argument("-j", "--jobs", type=int, help="make -j (default: all cores)")
     b.set_defaults(func=cmd_build)
@@ -110,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     kb.set_defaults(func=cmd_bugs)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
-    add_build_options(sh)
+    add_build_options(sh.add_argument)
     sh.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     sh.add_argument("--nvme", type=int, default=2)
     sh.add_argument("--keep", action="store_true", help="leave the guest running on exit")

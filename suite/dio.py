@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from .guestbin.dioengine import DEFAULT_PARAM_DIR as PARAMS
 from .guestbin.dioengine import FileSpec, Plan, Request, Segment
 from .report import Table
 from .symptoms import INFRASTRUCTURE, Symptom
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from .zfs import Dataset, Zfs
 
 PAGE = 4096
-PARAMS = "/sys/module/zfs/parameters"
 # Dataset properties for DIO cases: nothing cached, Direct I/O honoured.
 DIO_PROPS = {"primarycache": "metadata", "direct": "standard", "compression": "off",
              "recordsize": "128K"}

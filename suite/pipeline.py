@@ -6,13 +6,14 @@ thing by ``--kernel --zfs-source --zfs-ref --series``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from . import series as series_mod
 from .build import BuildRecord, BuildRequest, get_or_build
 from .kernel import Kernel, resolve_kernel
 from .progress import step
 from .series import SourceTree
-from .source import ObjectCache, resolve_source
+from .source import ObjectCache
 
 
 @dataclass
@@ -29,6 +30,53 @@ class BuildOptions:
     jobs: int | None = None
 
 
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    kind: str = "value"          # value | append | flag
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+# The build options, declared once for `python -m suite ...` and `pytest cases ...`.
+BUILD_OPTIONS = (
+    Option("--kernel", "kernel profile (vmimages/NAME.toml) or a vmlinuz path "
+                       "(default: debian-6.1)"),
+    Option("--kernel-headers", "kernel build dir, with --kernel PATH"),
+    Option("--zfs-source", "OpenZFS git URL or local checkout "
+                           "(default https://github.com/openzfs/zfs)"),
+    Option("--zfs-ref", "branch, tag or commit (default: the series' base, else master)"),
+    Option("--series", "patch series: NAME, NAME@COMMIT, NAME@branch or a folder of *.patch "
+                       "files; repeat or comma-separate to stack", "append"),
+    Option("--zts", "also build the ZFS Test Suite", "flag"),
+    Option("--offline", "never fetch; use the cache only", "flag"),
+)
+
+
+def add_build_options(add: Callable[..., Any]) -> None:
+    """Declare the build options with ``add``: argparse's ``add_argument`` or a
+    pytest option group's ``addoption`` (the same signature)."""
+    for o in BUILD_OPTIONS:
+        kw: dict[str, Any] = {"help": o.help, "dest": o.dest}
+        if o.kind == "append":
+            kw.update(action="append", default=[])
+        elif o.kind == "flag":
+            kw.update(action="store_true", default=False)
+        add(o.flag, **kw)
+
+
+def options_from(get: Callable[[str], Any], **extra: Any) -> BuildOptions:
+    """BuildOptions from parsed values: ``get(dest)`` is ``getattr(args, dest)`` or
+    pytest's ``config.getoption``."""
+    return BuildOptions(kernel=get("kernel"), kernel_headers=get("kernel_headers"),
+                        zfs_source=get("zfs_source"), zfs_ref=get("zfs_ref"),
+                        series=list(get("series") or []), zts=bool(get("zts")),
+                        offline=bool(get("offline")), **extra)
+
+
 @dataclass
 class Prepared:
     kernel: Kernel
@@ -41,13 +89,10 @@ def prepare(opts: BuildOptions, cache: ObjectCache | None = None) -> Prepared:
     cache = cache or ObjectCache()
     kernel = resolve_kernel(opts.kernel, opts.kernel_headers)
     selections = series_mod.parse_selection(opts.series)
-    named = any(s.name for s in selections)
     with step("resolve source and series", interval=30):
-        base = None
-        if opts.zfs_ref or opts.zfs_source or not named:
-            base = resolve_source(opts.zfs_source, opts.zfs_ref, cache, offline=opts.offline)
-        tree = series_mod.resolve(cache, base, selections, offline=opts.offline,
-                                  base_explicit=bool(opts.zfs_ref or opts.zfs_source))
+        base = series_mod.choose_base(cache, selections, source=opts.zfs_source,
+                                      ref=opts.zfs_ref, offline=opts.offline)
+        tree = series_mod.resolve(cache, base, selections, offline=opts.offline)
     req = BuildRequest(kernel=kernel, tree=tree, flags=tuple(opts.flags), zts=opts.zts)
     return Prepared(kernel, tree, req)
 

@@ -218,27 +218,37 @@ def series_commits(cache: ObjectCache, m: Manifest, at: str | None,
     return commits[: commits.index(matches[0]) + 1]
 
 
-def resolve(cache: ObjectCache, base: Resolved | None, selections: list[Selection],
-            manifests: dict[str, Manifest] | None = None, offline: bool = False,
-            base_explicit: bool = False) -> SourceTree:
-    """Resolve selections on top of ``base`` and produce the final commit.
-
-    Without an explicit base, the first named series' pinned base is used, so
-    ``--series async-dio`` builds exactly what the author pushed.
-    """
-    manifests = manifests if manifests is not None else available()
+def _check_names(selections: list[Selection], manifests: dict[str, Manifest]) -> None:
     for s in selections:
         if s.name and s.name not in manifests:
             raise SeriesError(f"unknown series '{s.name}'",
                               fix=f"known series: {', '.join(sorted(manifests)) or 'none'} "
                                   f"(manifests live in {paths.patches_dir()})")
+
+
+def choose_base(cache: ObjectCache, selections: list[Selection],
+                manifests: dict[str, Manifest] | None = None, source: str | None = None,
+                ref: str | None = None, offline: bool = False) -> Resolved:
+    """The OpenZFS commit a build starts from (the one rule for it):
+    ``--zfs-source``/``--zfs-ref`` when given; else the first named series'
+    pinned base, so ``--series async-dio`` builds exactly what its author
+    pushed; else upstream master."""
+    from .source import resolve_source
+    manifests = manifests if manifests is not None else available()
+    _check_names(selections, manifests)
     first = next((manifests[s.name] for s in selections if s.name), None)
-    if base is None or (first and not base_explicit):
-        if first is not None:
-            base = cache.resolve(first.base_url, first.base, offline=offline)
-        elif base is None:
-            raise SourceError("no OpenZFS base to build", fix="pass --zfs-ref")
-    assert base is not None
+    if source or ref or first is None:
+        return resolve_source(source, ref, cache, offline=offline)
+    return cache.resolve(first.base_url, first.base, offline=offline)
+
+
+def resolve(cache: ObjectCache, base: Resolved | None, selections: list[Selection],
+            manifests: dict[str, Manifest] | None = None, offline: bool = False) -> SourceTree:
+    """Resolve selections on top of ``base`` (None: ``choose_base``) into the final commit."""
+    manifests = manifests if manifests is not None else available()
+    _check_names(selections, manifests)
+    if base is None:
+        base = choose_base(cache, selections, manifests, offline=offline)
     current = base.commit
     applied: list[AppliedSeries] = []
     for s in selections:

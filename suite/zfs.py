@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 
 from .build import BuildRecord
 from .errors import GuestError, SuiteError
+from .guestbin.dioengine import DEFAULT_PARAM_DIR as PARAMS
 from .guestbin.dioengine import parse_kstat
 
-PARAMS = "/sys/module/zfs/parameters"
 
 
 class ModuleMismatch(SuiteError):
@@ -172,7 +172,7 @@ class Zfs:
             raise ParamNotSet(f"module parameter {name}={want} did not take: reads back "
                               f"{got or '(nothing)'} ({r.stderr.strip() or 'rc ' + str(r.rc)})",
                               fix="the build lacks or ignores it; check the series and "
-                                  "/sys/module/zfs/parameters")
+                                  f"{PARAMS}")
 
     def param_values(self) -> dict[str, str]:
         """Every zfs module parameter's current value, in one command."""

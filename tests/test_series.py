@@ -89,14 +89,14 @@ def test_unknown_series(repos):
 def test_series_replayed_onto_a_newer_base(repos):
     cache = ObjectCache()
     base = resolve_source(repos.upstream.as_uri(), "newer", cache)
-    tree = series.resolve(cache, base, series.parse_selection("demo"), base_explicit=True)
+    tree = series.resolve(cache, base, series.parse_selection("demo"))
     assert tree.commit not in repos.series
     out = tmp_export(cache, tree.commit)
     assert (out / "lib/other.c").read_text() == "other\n"          # newer base kept
     assert (out / "module/zfs/read.c").read_text() == "line1\nline2 async fixed\nline3\n"
     assert (out / "module/zfs/new.c").exists()
     # Deterministic: the same inputs give the same commit (so the same build key).
-    again = series.resolve(cache, base, series.parse_selection("demo"), base_explicit=True)
+    again = series.resolve(cache, base, series.parse_selection("demo"))
     assert again.commit == tree.commit
 
 
@@ -114,7 +114,7 @@ def test_conflict_names_patch_file_and_hunk_and_leaves_nothing(repos):
         return [r for r in cache.run("for-each-ref").stdout.splitlines() if "refs/ozfs/" not in r]
     refs_before = own_refs()
     with pytest.raises(SeriesError) as e:
-        series.resolve(cache, base, series.parse_selection("demo"), base_explicit=True)
+        series.resolve(cache, base, series.parse_selection("demo"))
     msg = str(e.value)
     assert f"demo:{repos.series[0][:11]} (add async) does not apply at module/zfs/read.c:1" in msg
     assert "-line2\n+line2 async" in e.value.detail          # the hunk itself
@@ -129,13 +129,13 @@ def test_local_patch_folder(repos, tmp_path):
     (d / "0001-x.patch").write_text(
         "diff --git a/lib/other.c b/lib/other.c\n--- a/lib/other.c\n+++ b/lib/other.c\n"
         "@@ -1 +1 @@\n-other\n+patched\n")
-    tree = series.resolve(cache, base, series.parse_selection(str(d)), base_explicit=True)
+    tree = series.resolve(cache, base, series.parse_selection(str(d)))
     assert (tmp_export(cache, tree.commit) / "lib/other.c").read_text() == "patched\n"
     (d / "0002-bad.patch").write_text(
         "diff --git a/lib/other.c b/lib/other.c\n--- a/lib/other.c\n+++ b/lib/other.c\n"
         "@@ -1 +1 @@\n-nothing-like-this\n+x\n")
     with pytest.raises(SeriesError, match="patch 0002-bad.patch does not apply at lib/other.c:1"):
-        series.resolve(cache, base, series.parse_selection(str(d)), base_explicit=True)
+        series.resolve(cache, base, series.parse_selection(str(d)))
 
 
 def test_stacking_series_then_patches(repos, tmp_path):

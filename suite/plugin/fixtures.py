@@ -24,7 +24,7 @@ from ..dio import COUNTER_PARAMS, DIO_PROPS, DioBench
 from ..engine import EngineRunner
 from ..errors import GuestError, SuiteError, VMError
 from ..guest import virtme_key
-from ..pipeline import BuildOptions, build
+from ..pipeline import BuildOptions, build, options_from
 from ..symptoms import Symptom
 from ..vm import VM, NvmeSpec, VMSpec
 from ..zfs import Dataset, Pool, PoolSpec, Zfs
@@ -57,9 +57,7 @@ def run_ctx(request: pytest.FixtureRequest) -> RunCtx:
     run_dir = c.stash[RUN_DIR]
     run_dir.mkdir(parents=True, exist_ok=True)
     worker = getattr(c, "workerinput", {}).get("workerid", "main")
-    opts = BuildOptions(kernel=c.getoption("kernel"), kernel_headers=c.getoption("kernel_headers"),
-                        zfs_source=c.getoption("zfs_source"), zfs_ref=c.getoption("zfs_ref"),
-                        series=list(c.getoption("series") or []), offline=c.getoption("offline"))
+    opts = options_from(c.getoption)
     return RunCtx(c, run_dir, worker, opts, c.getoption("trials"), c.getoption("keep_vm"))
 
 
@@ -196,8 +194,7 @@ def zfs_guest(request: pytest.FixtureRequest, run_ctx: RunCtx, zfs_build: BuildR
         "".join(f"{m} {v}\n" for m, v in loaded.items()) +
         f"build {zfs_build.key} {zfs_build.source['describe']}\n")
     if vm_manager.params is None:
-        vm_manager.params = set(guest.run("ls /sys/module/zfs/parameters",
-                                          timeout=accel.deadline(10)).stdout.split())
+        vm_manager.params = set(z.param_values())
     for feature, param in FEATURE_PARAMS.items():
         if item.get_closest_marker(feature) and param not in vm_manager.params:
             pytest.skip(f"{feature}: the loaded build has no {param} "

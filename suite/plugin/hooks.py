@@ -25,6 +25,7 @@ import pytest
 
 from .. import paths
 from ..errors import GuestError, SuiteError, VMError
+from ..pipeline import add_build_options
 from ..symptoms import CaseVerdict, Symptom
 
 MARKERS = [
@@ -48,19 +49,12 @@ DEADLINE_SCALE = pytest.StashKey[float]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("ozfs-vmci", "OpenZFS in virtme-ng guests")
-    g.addoption("--kernel", help="kernel profile (vmimages/NAME.toml) or vmlinuz path "
-                                 "(default debian-6.1)")
-    g.addoption("--kernel-headers", help="kernel build dir, with --kernel PATH")
-    g.addoption("--zfs-source", help="OpenZFS git URL or local checkout")
-    g.addoption("--zfs-ref", help="OpenZFS branch/tag/commit (default: series base, else master)")
-    g.addoption("--series", action="append", default=[],
-                help="patch series NAME[@COMMIT|@branch] or a folder of *.patch; repeatable")
+    add_build_options(g.addoption)
     g.addoption("--accel", default="auto", choices=["auto", "kvm", "tcg"],
                 help="guest accelerator; auto probes KVM and falls back to TCG")
     g.addoption("--results", default=None, help="results folder (default ./results)")
     g.addoption("--keep-vm", action="store_true",
                 help="leave a guest that failed running for inspection (prints how to reach it)")
-    g.addoption("--offline", action="store_true", help="never fetch sources")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
