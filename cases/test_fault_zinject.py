@@ -16,7 +16,6 @@ import re
 import pytest
 
 from suite.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
-from suite.engine import parse_lines
 from suite.faults import arm_delay
 from suite.guestbin.dioengine import FileSpec, Plan
 from suite.symptoms import Symptom

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import GuestError
 from .console import Finding
 from .evidence import DSTATE_SCRIPT, DTask, parse_dstate
 from .symptoms import Symptom, stack_functions

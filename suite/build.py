@@ -117,15 +117,6 @@ class BuildRecord:
     def path(self) -> Path:
         return Path(self.build_dir)
 
-    def module_path(self, name: str) -> Path:
-        return Path(self.modules[name].path)
-
-    def command(self, name: str) -> Path:
-        return Path(self.commands[name])
-
-    def has_feature(self, feature: str) -> bool:
-        return feature in self.features
-
     def summary(self) -> str:
         series = ", ".join(f"{s['name']}@{s['commits'][-1][:11]}"
                            for s in self.inputs.get("series", [])) or "none"

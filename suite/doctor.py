@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import paths
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GuestError
+from .guest import Background, Guest
 from .guestbin import dioengine
 
 ENGINE = Path(dioengine.__file__).resolve()
@@ -33,7 +34,7 @@ def parse_lines(text: str) -> list[dict[str, Any]]:
 
 @dataclass
 class EngineRunner:
-    guest: Any                 # suite.guest.Guest
+    guest: Guest
     outdir: Path
     scale: float = 1.0         # deadline multiplier from the accelerator
     python: str = sys.executable
@@ -69,8 +70,8 @@ class EngineRunner:
                              detail=r.stderr[-3000:])
         return [ln for ln in lines if ln.get("event") == "trial"]
 
-    def background(self, *args: str):
-        """Start ``dioengine.py <args>`` in the guest; returns a Background handle."""
+    def background(self, *args: str) -> Background:
+        """Start ``dioengine.py <args>`` in the guest."""
         return self.guest.background(self.command(*args))
 
     def oneshot(self, *args: str, timeout: float = 120) -> list[dict]:

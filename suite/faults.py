@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .engine import EngineRunner, parse_lines
 from .errors import SuiteError
+from .guest import Background
 from .zfs import Zfs
 
 
@@ -26,14 +27,14 @@ class HeldRead:
     reader: str                 # "async" (libaio, async path) | "sync" (dd iflag=direct)
     path: str
     delay_s: float
-    handle: object              # suite.guest.Background
+    handle: Background
     pid: int | None
     proof: list[str] = field(default_factory=list)
 
     def wait(self, timeout: float) -> dict:
         """Wait for the read; return {'finished', 'ok', 'detail'}."""
-        r = self.handle.wait(timeout)               # type: ignore[attr-defined]
-        finished = r.rc is not None and r.rc >= 0 and not getattr(r, "timed_out", False)
+        r = self.handle.wait(timeout)      # GuestError if still running at the deadline
+        finished = r.rc is not None and r.rc >= 0
         if self.reader == "async":
             lines = parse_lines(r.stdout)
             done = next((ln for ln in lines if ln.get("event") in ("completed", "timeout")), None)
@@ -76,11 +77,11 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
     else:
         h = zfs.guest.background(f"dd if={path} of=/dev/null bs={length} count=1 iflag=direct "
                                  f"status=none")
-    held = HeldRead(reader, path, delay_s, h, getattr(h, "pid", None))
+    held = HeldRead(reader, path, delay_s, h, h.pid)
     deadline = time.monotonic() + probe_ms / 1000 + 30 * scale
     if reader == "async":
         while time.monotonic() < deadline:
-            out, _ = h.output_so_far()             # type: ignore[attr-defined]
+            out, _ = h.output_so_far()
             lines = parse_lines(out)
             probe = next((ln for ln in lines if ln.get("event") == "probe"), None)
             if probe is not None:
@@ -94,16 +95,16 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
                                   f"{probe['outstanding']} outstanding, submit took "
                                   f"{sub.get('submit_us', '?')} us")
                 break
-            if h.done:                              # type: ignore[attr-defined]
+            if h.done:
                 raise NotArmed(f"the reader exited before proving the read in flight: {out[-500:]}")
             time.sleep(0.2)
         else:
             raise NotArmed("no in-flight probe from the reader in time")
     else:
         time.sleep(probe_ms / 1000)
-        if h.done:                                  # type: ignore[attr-defined]
+        if h.done:
             raise NotArmed("dd finished before the teardown could start")
-        held.pid = getattr(h, "pid", None)
+        held.pid = h.pid
         held.proof.append(f"dd iflag=direct still running after {probe_ms} ms")
     if held.pid:
         state = task_state(zfs, held.pid)

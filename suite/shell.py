@@ -6,7 +6,6 @@ test inserted and verified, NVMe namespaces, a pool ``tank`` mounted under
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

@@ -19,7 +19,6 @@ bind it) and its own monitor socket and disk images.
 from __future__ import annotations
 
 import atexit
-import errno
 import fcntl
 import logging
 import os
@@ -27,7 +26,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -41,6 +39,9 @@ from .accel import Accel
 from .errors import VMError
 from . import console
 from .console import PANIC_KINDS, ConsoleWatcher
+from .disks import NvmeSpec, check_disk_space, create_sparse, nvme_qemu_opts, supports_odirect
+from .monitor import Monitor
+from .ports import PortLease, group_alive, group_listens, group_pids, lease_port, port_listening
 from .guest import Guest, virtme_key
 from .locks import file_lock
 
@@ -50,7 +51,6 @@ VNG = "vng"
 QEMU = "qemu-system-x86_64"
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
 HOSTFWD_FAILED = "Could not set up host forwarding rule"
-DISK_MARGIN_MIB = 256
 # The guest's main script: keep the guest up (its exit powers the guest off).
 # Before that, repair the network if udev renamed eth0 (virtme-ng-init only
 # configures "eth0"). That happens when the host root has /.dockerenv: the
@@ -87,50 +87,6 @@ KEEPALIVE_CMD = ["bash", "-c", KEEPALIVE_SCRIPT.strip()]
 # --------------------------------------------------------------------------- specs
 
 
-@dataclass(frozen=True)
-class NvmeDisk:
-    index: int
-    serial: str
-    lbs: int
-    size_mib: int
-
-
-@dataclass(frozen=True)
-class NvmeSpec:
-    """``count`` emulated NVMe controllers, one namespace each.
-
-    ``lbs`` is the logical (= physical) block size, one value for all disks or
-    one per disk, e.g. ``lbs=(4096, 512)``. Serials are ``{serial_prefix}{i}``.
-    """
-
-    count: int = 2
-    size_mib: int = 1024
-    lbs: int | tuple[int, ...] = 4096
-    serial_prefix: str = "zt"
-
-    def lbs_for(self, index: int) -> int:
-        if isinstance(self.lbs, int):
-            return self.lbs
-        if len(self.lbs) != self.count:
-            raise VMError(f"NvmeSpec has {self.count} disks but {len(self.lbs)} block sizes {self.lbs}",
-                          fix="give one lbs for all disks or exactly one per disk")
-        return self.lbs[index]
-
-    def disks(self) -> list[NvmeDisk]:
-        out = []
-        for i in range(self.count):
-            lbs = self.lbs_for(i)
-            if lbs not in (512, 1024, 2048, 4096):
-                raise VMError(f"NVMe logical block size {lbs} is not supported by qemu",
-                              fix="use 512, 1024, 2048 or 4096")
-            out.append(NvmeDisk(i, f"{self.serial_prefix}{i}", lbs, self.size_mib))
-        return out
-
-    @property
-    def total_mib(self) -> int:
-        return self.count * self.size_mib
-
-
 @dataclass(kw_only=True)
 class VMSpec:
     kernel_image: Path
@@ -165,156 +121,6 @@ def check_safe_path(path: Path, what: str) -> None:
         raise VMError(f"{what} {path} contains characters vng/qemu cannot pass through "
                       "(spaces, commas, quotes ...)",
                       fix="use a workdir whose path only has letters, digits and _ . / + -")
-
-
-def check_disk_space(workdir: Path, need_mib: int) -> None:
-    free_mib = shutil.disk_usage(workdir).free // (1 << 20)
-    if free_mib < need_mib + DISK_MARGIN_MIB:
-        raise VMError(f"not enough free space in {workdir} for the NVMe images: need {need_mib} MiB "
-                      f"(+{DISK_MARGIN_MIB} MiB margin), have {free_mib} MiB",
-                      fix="free space there, point the results/workdir at a bigger filesystem, "
-                          "or lower NvmeSpec.size_mib/count")
-
-
-def create_sparse(path: Path, size_mib: int) -> None:
-    """A blank sparse image (any previous content is discarded)."""
-    with open(path, "wb") as f:
-        f.truncate(size_mib << 20)
-
-
-def supports_odirect(path: Path) -> bool:
-    """qemu cache=none needs O_DIRECT, which tmpfs (for one) refuses."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    except OSError as exc:
-        if exc.errno == errno.EINVAL:
-            return False
-        raise
-    os.close(fd)
-    return True
-
-
-def nvme_qemu_opts(disks: list[NvmeDisk], images: list[Path], cache: str) -> list[str]:
-    opts: list[str] = []
-    for d, img in zip(disks, images):
-        opts += ["-drive", f"file={img},if=none,id=nvm{d.index},format=raw,cache={cache},discard=unmap",
-                 "-device", f"nvme,serial={d.serial},drive=nvm{d.index},"
-                            f"logical_block_size={d.lbs},physical_block_size={d.lbs}"]
-    return opts
-
-
-def ports_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / f"ozvm-ports-{os.getuid()}"
-    d.mkdir(mode=0o700, exist_ok=True)
-    return d
-
-
-@dataclass
-class PortLease:
-    """A TCP port held by a lock file until ``release``; other suite VMs skip it."""
-
-    port: int
-    _fh: IO[str] | None = None
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-
-def lease_port(port: int | None = None, attempts: int = 50) -> PortLease:
-    """Lease ``port`` or, if None, a free one (bind to 0, then lock; retry on collision)."""
-    for _ in range(attempts):
-        p = port if port is not None else _ephemeral_port()
-        fh = open(ports_dir() / f"{p}.lock", "w")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
-            if port is not None:
-                raise VMError(f"SSH port {port} is already used by another suite VM",
-                              fix="leave VMSpec.ssh_port unset so a free port is picked")
-            continue
-        if not _port_free(p):
-            fh.close()
-            if port is not None:
-                raise VMError(f"SSH port {port} is in use on 127.0.0.1",
-                              fix="leave VMSpec.ssh_port unset so a free port is picked")
-            continue
-        return PortLease(p, fh)
-    raise VMError("could not find a free TCP port for the guest's SSH forward",
-                  fix="check for leaked qemu processes holding ports (ss -ltnp)")
-
-
-def _ephemeral_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on 127.0.0.1/0.0.0.0:``port`` (from /proc/net/tcp)."""
-    inodes = set()
-    try:
-        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    except OSError:
-        return inodes
-    for line in lines:
-        f = line.split()
-        if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-            inodes.add(f[9])
-    return inodes
-
-
-def _group_pids(pgid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def _group_listens(pgid: int, port: int) -> bool:
-    """True if a process of group ``pgid`` (qemu) holds the listening socket on ``port``.
-
-    Checking ownership (not just that something listens) tells our qemu apart
-    from another program that grabbed the port after we leased it.
-    """
-    inodes = _listening_inodes(port)
-    if not inodes:
-        return False
-    for pid in _group_pids(pgid):
-        try:
-            fds = list(Path(f"/proc/{pid}/fd").iterdir())
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(fd)
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                return True
-    return False
-
-
-def _port_listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(1.0)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def ensure_vng_ssh_keys() -> None:
@@ -513,7 +319,7 @@ class VM:
             if self._proc.poll() is not None:
                 self._reader.join(5)
                 return "port-taken" if HOSTFWD_FAILED in self._console_since(launch_offset) else "exited"
-            if _group_listens(self._proc.pid, port):
+            if group_listens(self._proc.pid, port):
                 return "ok"
             time.sleep(0.1)
         raise VMError(f"qemu did not open the SSH forward on port {port} within the deadline",
@@ -582,7 +388,7 @@ class VM:
                 guest.close()
                 raise VMError(f"guest kernel crashed while booting: {fatal[0].line}",
                               fix="read the console tail below", detail=self.console_tail(80))
-            if _port_listening(self.port):
+            if port_listening(self.port):
                 try:
                     if not guest.connected:
                         guest.connect(timeout=10)
@@ -643,7 +449,7 @@ class VM:
         """The qemu process's state letter (R, S, D, T, Z), None if not found."""
         pid = self._qemu_pid
         if pid is None and self._proc is not None:
-            for p in _group_pids(self._proc.pid):
+            for p in group_pids(self._proc.pid):
                 try:
                     if Path(f"/proc/{p}/comm").read_text().startswith("qemu-system"):
                         pid = self._qemu_pid = p
@@ -689,7 +495,7 @@ class VM:
             try:
                 proc.wait(timeout=wait)
                 # the group may outlive vng for a moment (qemu is a grandchild)
-                if not _group_alive(proc.pid):
+                if not group_alive(proc.pid):
                     break
                 time.sleep(0.2)
             except subprocess.TimeoutExpired:
@@ -716,17 +522,7 @@ class VM:
         """Run a HMP command on qemu's monitor; returns its output."""
         if self.monitor_path is None or not self.alive:
             raise VMError("qemu monitor not available (VM not running)", fix="start the VM first")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            try:
-                s.connect(str(self.monitor_path))
-                _read_until_prompt(s)
-                s.sendall(command.encode() + b"\n")
-                out = _read_until_prompt(s)
-            except OSError as exc:
-                raise VMError(f"qemu monitor command {command!r} failed: {exc}",
-                              fix="qemu may be wedged; kill the VM") from exc
-        return clean_hmp_output(out)
+        return Monitor(self.monitor_path).command(command, timeout)
 
     def sysrq(self, key: str, timeout: float = 5.0) -> None:
         """Press Alt-SysRq-``key`` on the guest keyboard (works even if SSH is dead)."""
@@ -761,28 +557,3 @@ class VM:
         return found
 
 
-def clean_hmp_output(raw: bytes) -> str:
-    """HMP output without the echoed command line (redrawn per key) and the prompt."""
-    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw.decode(errors="replace"))
-    lines = text.replace("\r\n", "\n").split("\n")[1:]  # line 0: the echo
-    return "\n".join(ln.rstrip("\r") for ln in lines if ln.strip() and ln.strip() != "(qemu)")
-
-
-def _read_until_prompt(s: socket.socket) -> bytes:
-    buf = b""
-    while not buf.rstrip().endswith(b"(qemu)"):
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        buf += chunk
-    return buf
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -15,7 +15,6 @@ from typing import Callable, Iterator
 from .build import BuildRecord
 from .errors import GuestError, SuiteError
 from .guestbin.dioengine import DEFAULT_PARAM_DIR as PARAMS
-from .guestbin.dioengine import parse_kstat
 
 
 
@@ -95,9 +94,6 @@ class Zfs:
         seen = dict(ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2)
         return {m: (None if seen.get(m, "-") == "-" else seen[m]) for m in ("spl", "zfs")}
 
-    def loaded_srcversion(self, module: str) -> str | None:
-        return self.loaded_srcversions()[module]
-
     def load(self, params: dict[str, str] | None = None, timeout: float = 120) -> dict[str, str]:
         """insmod the build's spl.ko and zfs.ko (never the distribution's), then verify."""
         want = {m: self.record.modules[m].srcversion for m in ("spl", "zfs")}
@@ -142,10 +138,6 @@ class Zfs:
                     fix="a distribution or stale module is loaded: rmmod zfs spl, or let "
                         "the suite boot a fresh guest")
         return {m: v for m, v in loaded.items() if v}
-
-    def unload(self, timeout: float = 60) -> None:
-        for mod in ("zfs", "spl"):
-            self.guest.run(f"rmmod {mod}", timeout=timeout, check=False)
 
     # -- module parameters ------------------------------------------------------
 
@@ -243,10 +235,6 @@ class Pool:
     name: str
     spec: PoolSpec
 
-    def kstat(self, name: str = "iostats") -> dict[str, int]:
-        r = self.zfs.guest.run(f"cat /proc/spl/kstat/zfs/{self.name}/{name}", timeout=20)
-        return parse_kstat(r.stdout)
-
     def dataset(self, name: str, props: dict[str, str] | None = None) -> "Dataset":
         """A fresh dataset (one zfs call when nothing is left over from before)."""
         full = f"{self.name}/{name}"
@@ -262,11 +250,6 @@ class Pool:
     def status(self) -> str:
         return self.zfs.zpool("status", "-v", self.name, check=False).stdout
 
-    def healthy(self) -> bool:
-        r = self.zfs.zpool("list", "-H", "-o", "health", self.name, check=False, timeout=30)
-        return r.stdout.strip() == "ONLINE"
-
-
 @dataclass
 class Dataset:
     pool: Pool
@@ -275,9 +258,3 @@ class Dataset:
 
     def path(self, filename: str) -> str:
         return f"{self.mountpoint}/{filename}"
-
-    def prop(self, name: str) -> str:
-        return self.pool.zfs.zfs("get", "-H", "-o", "value", name, self.name).stdout.strip()
-
-    def destroy(self) -> None:
-        self.pool.zfs.zfs("destroy", "-R", "-f", self.name, check=False, timeout=120)

@@ -1,7 +1,6 @@
 """JUnit counting and kernel profile error paths (no VM)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ replaced where a case must not need one)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -363,6 +363,7 @@ def test_port_collision_is_retried(vm_accel: accel_mod.Accel, tmp_path: Path,
     """Another program grabs the leased port before qemu binds it: start() retries with a new one."""
     import socket
 
+    from suite import ports
     from suite import vm as vm_mod
 
     assert KERNEL is not None
@@ -374,9 +375,9 @@ def test_port_collision_is_retried(vm_accel: accel_mod.Accel, tmp_path: Path,
     real_lease = vm_mod.lease_port
     calls: list[int] = []
 
-    def lease(port: int | None = None, attempts: int = 50) -> vm_mod.PortLease:
+    def lease(port: int | None = None, attempts: int = 50) -> ports.PortLease:
         calls.append(1)
-        return vm_mod.PortLease(taken) if len(calls) == 1 else real_lease(port, attempts)
+        return ports.PortLease(taken) if len(calls) == 1 else real_lease(port, attempts)
 
     monkeypatch.setattr(vm_mod, "lease_port", lease)
     v = VM(VMSpec(kernel_image=KERNEL, accel=vm_accel, workdir=tmp_path / "retry", nvme=NvmeSpec(count=0)))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import accel, guest, vm
+from suite import accel, disks, guest, monitor, ports, vm
 from suite.errors import VMError
 from suite.vm import NvmeSpec, VMSpec
 
@@ -30,7 +30,7 @@ def test_vng_command_line(tmp_path: Path) -> None:
     v = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=2, size_mib=8, lbs=(4096, 512)), memory="2G"))
     v.images = [tmp_path / "nvme0.img", tmp_path / "nvme1.img"]
     for img in v.images:
-        vm.create_sparse(img, 8)
+        disks.create_sparse(img, 8)
     v._prepare_monitor()
     cmd = v.vng_command(40123)
     assert cmd[:3] == ["vng", "--run", "/boot/vmlinuz-test"]
@@ -46,14 +46,14 @@ def test_vng_command_line(tmp_path: Path) -> None:
 
 def test_images_are_sparse(tmp_path: Path) -> None:
     img = tmp_path / "d.img"
-    vm.create_sparse(img, 256)
+    disks.create_sparse(img, 256)
     st = img.stat()
     assert st.st_size == 256 << 20 and st.st_blocks * 512 < (1 << 20)
 
 
 def test_disk_space_error_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(VMError) as e:
-        vm.check_disk_space(tmp_path, 1 << 40)  # 1 EiB
+        disks.check_disk_space(tmp_path, 1 << 40)  # 1 EiB
     assert str(tmp_path) in e.value.what and e.value.fix
 
 
@@ -64,11 +64,11 @@ def test_unsafe_workdir_rejected(tmp_path: Path) -> None:
 
 
 def test_port_leases_are_unique_and_skip_busy_ports() -> None:
-    leases = [vm.lease_port() for _ in range(5)]
+    leases = [ports.lease_port() for _ in range(5)]
     try:
         assert len({lease.port for lease in leases}) == 5
         with pytest.raises(VMError, match="another suite VM"):
-            vm.lease_port(leases[0].port)
+            ports.lease_port(leases[0].port)
     finally:
         for lease in leases:
             lease.release()
@@ -76,7 +76,7 @@ def test_port_leases_are_unique_and_skip_busy_ports() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         with pytest.raises(VMError, match="in use"):
-            vm.lease_port(s.getsockname()[1])
+            ports.lease_port(s.getsockname()[1])
 
 
 def test_workdir_lock(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_workdir_lock(tmp_path: Path) -> None:
 
 def test_hmp_output_cleaning() -> None:
     raw = b"i\x1b[K\x1b[Dinfo status\x1b[K\r\nVM status: running\r\n(qemu) "
-    assert vm.clean_hmp_output(raw) == "VM status: running"
+    assert monitor.clean_hmp_output(raw) == "VM status: running"
 
 
 def test_remote_wrapper_reports_pid_and_avoids_bashrc() -> None:
