@@ -13,7 +13,7 @@ import pytest
 
 from suite.dio import (ASYNC_PARAM, PAGE, STRICT_PARAM, Shape, cond, expect_arc,
                        expect_direct, expect_einval)
-from suite.guestbin.dioengine import FileSpec
+from suite.ioengine.plan import FileSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
 

@@ -17,7 +17,7 @@ import pytest
 
 from suite.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
 from suite.faults import arm_delay
-from suite.guestbin.dioengine import FileSpec, Plan
+from suite.ioengine.plan import FileSpec, Plan
 from suite.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .guestbin.dioengine import DEFAULT_PARAM_DIR as PARAMS
-from .guestbin.dioengine import FileSpec, Plan, Request, Segment
+from .ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
+from .ioengine.plan import FileSpec, Plan, Request, Segment
 from .report import Table
 from .symptoms import INFRASTRUCTURE, Symptom
 from .trials import DEFAULT_TRIALS, NOT_ISSUED, Served, alternate, outcome, served, tally

@@ -1,6 +1,6 @@
 """Host side of the guest I/O engine: send a plan, get the trial results.
 
-The engine itself (``suite/guestbin/dioengine.py``) runs in the guest with the
+The engine itself (``suite/ioengine``, ``python -m suite.ioengine``) runs in the guest with the
 host's interpreter (the guest shares the host root), so a trial costs
 milliseconds. Plans and raw results are kept in the case's results folder.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 from .errors import GuestError
 from .guest import Background, Guest
-from .guestbin import dioengine
+from .ioengine.plan import Plan
+from .paths import PROJECT_ROOT
 
-ENGINE = Path(dioengine.__file__).resolve()
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
@@ -41,12 +41,15 @@ class EngineRunner:
     _n: int = 0
 
     def command(self, *args: str) -> str:
-        return " ".join(shlex.quote(a) for a in (self.python, str(ENGINE), *args))
+        """The guest command line: the host's interpreter (the guest shares the
+        host root) running the engine package from this checkout."""
+        return f"PYTHONPATH={shlex.quote(str(PROJECT_ROOT))} " + " ".join(
+            shlex.quote(a) for a in (self.python, "-m", "suite.ioengine", *args))
 
     def _remote(self, name: str) -> str:
         return f"/tmp/ozfs-engine/{name}"
 
-    def run(self, plan: dioengine.Plan | dict, timeout: float = 120, name: str = "") -> list[dict]:
+    def run(self, plan: Plan | dict, timeout: float = 120, name: str = "") -> list[dict]:
         """Run a plan; return the trial result lines (file/summary lines dropped).
 
         The plan and every output line are written to ``outdir/<name>.plan.json``
@@ -71,7 +74,7 @@ class EngineRunner:
         return [ln for ln in lines if ln.get("event") == "trial"]
 
     def background(self, *args: str) -> Background:
-        """Start ``dioengine.py <args>`` in the guest."""
+        """Start ``python -m suite.ioengine <args>`` in the guest."""
         return self.guest.background(self.command(*args))
 
     def oneshot(self, *args: str, timeout: float = 120) -> list[dict]:

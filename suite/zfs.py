@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from .build import BuildRecord
 from .errors import GuestError, SuiteError
-from .guestbin.dioengine import DEFAULT_PARAM_DIR as PARAMS
+from .ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
 
 
 

@@ -1,4 +1,4 @@
-"""Self-tests of suite/guestbin/dioengine.py, run on the host (no VM).
+"""Self-tests of the guest I/O engine (suite/ioengine), run on the host (no VM).
 
 The engine runs as a subprocess, exactly as in the guest, against files in a
 directory whose filesystem accepts O_DIRECT. Alignment expectations are not
@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from suite.guestbin import dioengine as de  # noqa: E402
+from suite.ioengine import content, counters, plan, queues, stress  # noqa: E402
 
-ENGINE = REPO / "suite" / "guestbin" / "dioengine.py"
+ENGINE = REPO / "suite" / "ioengine"
 IFACES = ("sync", "libaio", "io_uring")
 ASYNC = ("libaio", "io_uring")
 KSTAT_SAMPLE = """25 1 0x01 8 2176 5130224458 16340866048
@@ -78,7 +78,7 @@ def ddir(tmp_path_factory: pytest.TempPathFactory):
 
 def engine(*args: str, stdin: str | None = None, timeout: float = 60,
            ok: tuple[int, ...] = (0,)) -> tuple[int, list[dict[str, Any]]]:
-    p = subprocess.run([sys.executable, str(ENGINE), *args], input=stdin,
+    p = subprocess.run([sys.executable, "-m", "suite.ioengine", *args], input=stdin, cwd=REPO,
                        capture_output=True, text=True, timeout=timeout)
     assert p.returncode in ok, f"rc={p.returncode}\nstdout={p.stdout}\nstderr={p.stderr}"
     return p.returncode, [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
@@ -118,7 +118,7 @@ def need(iface: str) -> None:
         _IFACE_OK[iface] = None
         if iface in ASYNC:
             try:
-                de.make_queue(iface, 4).close()
+                queues.make_queue(iface, 4).close()
             except OSError as e:
                 _IFACE_OK[iface] = f"{iface} unavailable on this host: {e}"
     if _IFACE_OK[iface]:
@@ -151,66 +151,68 @@ def probe_misaligned(path: str, page_offset: int) -> int | None:
 # ---------------------------------------------------------------------------
 
 def test_engine_uses_standard_library_only():
-    tree = ast.parse(ENGINE.read_text())
-    mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-            for a in n.names}
-    mods |= {n.module.split(".")[0] for n in ast.walk(tree)
-             if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+    mods: set[str] = set()
+    for f in ENGINE.glob("*.py"):
+        tree = ast.parse(f.read_text())
+        mods |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names}
+        mods |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
     assert mods - {"__future__"} <= set(sys.stdlib_module_names), mods
 
 
 def test_abi_layouts():
-    assert ctypes.sizeof(de.IoCb) == 64
-    assert [de.IoCb.aio_lio_opcode.offset, de.IoCb.aio_fildes.offset, de.IoCb.aio_buf.offset,
-            de.IoCb.aio_nbytes.offset, de.IoCb.aio_offset.offset, de.IoCb.aio_flags.offset,
-            de.IoCb.aio_resfd.offset] == [16, 20, 24, 32, 40, 56, 60]
+    assert ctypes.sizeof(queues.IoCb) == 64
+    assert [queues.IoCb.aio_lio_opcode.offset, queues.IoCb.aio_fildes.offset, queues.IoCb.aio_buf.offset,
+            queues.IoCb.aio_nbytes.offset, queues.IoCb.aio_offset.offset, queues.IoCb.aio_flags.offset,
+            queues.IoCb.aio_resfd.offset] == [16, 20, 24, 32, 40, 56, 60]
     if sys.byteorder == "little":
-        assert (de.IoCb.aio_key.offset, de.IoCb.aio_rw_flags.offset) == (8, 12)
-    assert ctypes.sizeof(de.IoEvent) == 32
-    assert ctypes.sizeof(de.IoUringParams) == 120
-    assert de.IoUringParams.sq_off.offset == 40 and de.IoUringParams.cq_off.offset == 80
-    assert de._SQE.size == 64 and de._CQE.size == 16
+        assert (queues.IoCb.aio_key.offset, queues.IoCb.aio_rw_flags.offset) == (8, 12)
+    assert ctypes.sizeof(queues.IoEvent) == 32
+    assert ctypes.sizeof(queues.IoUringParams) == 120
+    assert queues.IoUringParams.sq_off.offset == 40 and queues.IoUringParams.cq_off.offset == 80
+    assert queues._SQE.size == 64 and queues._CQE.size == 16
 
 
 def test_pattern_depends_only_on_seed_and_offset():
-    whole = de.pattern(7, 0, 20000)
+    whole = content.pattern(7, 0, 20000)
     assert len(whole) == 20000
     for off, n in [(0, 1), (1, 4095), (4095, 2), (4096, 4096), (12345, 5000), (19999, 1)]:
-        assert de.pattern(7, off, n) == whole[off:off + n]
-        assert de.pattern(7, off, n, cache=False) == whole[off:off + n]
-    assert de.pattern("7", 100, 50) == whole[100:150]
-    assert de.pattern(8, 0, 4096) != whole[:4096]
+        assert content.pattern(7, off, n) == whole[off:off + n]
+        assert content.pattern(7, off, n, cache=False) == whole[off:off + n]
+    assert content.pattern("7", 100, 50) == whole[100:150]
+    assert content.pattern(8, 0, 4096) != whole[:4096]
     assert whole[:4096] != whole[4096:8192]
-    assert de.pattern(7, 5, 0) == b""
+    assert content.pattern(7, 5, 0) == b""
     t0 = time.monotonic()
-    assert len(de.pattern(1, 0, 32 << 20, cache=False)) == 32 << 20
+    assert len(content.pattern(1, 0, 32 << 20, cache=False)) == 32 << 20
     assert time.monotonic() - t0 < 3.0, "pattern too slow for tens of MiB"
 
 
 def test_compare_reports_first_wrong_byte_and_unknown_ranges():
-    exp = de.pattern(1, 1000, 3000)
+    exp = content.pattern(1, 1000, 3000)
     got = bytearray(exp)
     got[10] ^= 1
     got[2000:2100] = bytes(100)
-    c = de.compare(bytes(got), exp, 1000)
+    c = content.compare(bytes(got), exp, 1000)
     assert (c.first_wrong_byte, c.wrong_kind) == (1010, "other")
     assert c.wrong_bytes == sum(a != b for a, b in zip(got, exp))
-    c = de.compare(bytes(got), exp, 1000, unknown=[(1000, 1011)])
+    c = content.compare(bytes(got), exp, 1000, unknown=[(1000, 1011)])
     assert (c.first_wrong_byte, c.wrong_kind, c.unverified_bytes) == (3000, "zeros", 11)
-    assert de.compare(exp, exp, 1000).wrong_bytes == 0
+    assert content.compare(exp, exp, 1000).wrong_bytes == 0
 
 
 def test_file_model_overlays_and_holes():
-    m = de.FileModel("x", 3, 10000)
+    m = content.FileModel("x", 3, 10000)
     m.record_write(4096, 4096, "w")
     m.record_write(12000, 100, "e")           # extends: 10000..12000 is a hole
     assert m.size == 12100
     exp, unknown = m.expected(0, 12100)
-    assert exp[:4096] == de.pattern(3, 0, 4096)
-    assert exp[4096:8192] == de.pattern("w", 4096, 4096)
-    assert exp[8192:10000] == de.pattern(3, 8192, 1808)
+    assert exp[:4096] == content.pattern(3, 0, 4096)
+    assert exp[4096:8192] == content.pattern("w", 4096, 4096)
+    assert exp[8192:10000] == content.pattern(3, 8192, 1808)
     assert exp[10000:12000] == bytes(2000)
-    assert exp[12000:] == de.pattern("e", 12000, 100)
+    assert exp[12000:] == content.pattern("e", 12000, 100)
     assert unknown == []
     m.record_write(0, 100, None)
     m.record_write(50, 10, "k")
@@ -218,7 +220,7 @@ def test_file_model_overlays_and_holes():
 
 
 def test_parse_kstat_sample():
-    vals = de.parse_kstat(KSTAT_SAMPLE)
+    vals = counters.parse_kstat(KSTAT_SAMPLE)
     assert vals == {"direct_read_count": 12, "arc_read_count": 7}
 
 
@@ -232,17 +234,17 @@ def test_counter_snapshots_and_deltas(tmp_path: Path):
              "nofield": {"path": str(kstat), "field": "no_such_field"},
              "single": str(single),
              "missing": {"path": str(tmp_path / "nope"), "field": "x"}}
-    before = de.snapshot_counters(specs)
+    before = counters.snapshot_counters(specs)
     kstat.write_text(KSTAT_SAMPLE.replace("12", "40"))
     single.write_text("97\n")
-    deltas = de.counter_deltas(before, de.snapshot_counters(specs))
+    deltas = counters.counter_deltas(before, counters.snapshot_counters(specs))
     assert deltas == {"dr": 28, "arc": 0, "nofield": None, "single": -3, "missing": None}
 
 
 def test_param_manager_is_per_trial_and_restores(tmp_path: Path):
     (tmp_path / "a").write_text("0\n")
     (tmp_path / "b").write_text("5\n")
-    pm = de.ParamManager(str(tmp_path))
+    pm = counters.ParamManager(str(tmp_path))
     applied, unavailable, errors = pm.apply({"a": 1, "ghost": 2})
     assert applied == {"a": 1} and unavailable == ["ghost"] and errors == {}
     assert (tmp_path / "a").read_text() == "1"
@@ -254,17 +256,17 @@ def test_param_manager_is_per_trial_and_restores(tmp_path: Path):
 
 
 def test_plan_dataclasses_round_trip():
-    req = de.Request(id="t1", file="/f", segments=[de.Segment(4096), de.Segment(512, 512)],
+    req = plan.Request(id="t1", file="/f", segments=[plan.Segment(4096), plan.Segment(512, 512)],
                      interface="libaio", vectored=True, offset=8192, condition="c",
                      params={"zfs_dio_strict": 1},
                      counters={"dr": {"path": "/p", "field": "direct_read_count"}})
-    plan = de.Plan([de.FileSpec("/f", 40000, 3)], [req])
-    again = de.Plan.from_dict(json.loads(plan.to_json()))
-    assert again == plan
+    pl = plan.Plan([plan.FileSpec("/f", 40000, 3)], [req])
+    again = plan.Plan.from_dict(json.loads(pl.to_json()))
+    assert again == pl
     assert req.total_len == 4608 and req.problems() == []
-    assert de.Request(id="x", file="/f", segments=[de.Segment(1), de.Segment(1)]).problems()
-    assert de.Request(id="x", file="/f", segments=[de.Segment(1)], interface="aio").problems()
-    assert [s.len for s in de.split_segments(131072, 9)] == [12288] * 8 + [32768]
+    assert plan.Request(id="x", file="/f", segments=[plan.Segment(1), plan.Segment(1)]).problems()
+    assert plan.Request(id="x", file="/f", segments=[plan.Segment(1)], interface="aio").problems()
+    assert [s.len for s in stress.split_segments(131072, 9)] == [12288] * 8 + [32768]
 
 
 # ---------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def test_write_file_exact_size_direct_body_buffered_tail(ddir: Path):
     assert info["o_direct"] is True and info["fallback"] is None
     assert (info["direct_bytes"], info["buffered_bytes"]) == (36864, 3136)
     assert info["fsync"] is True and info["fadvise"] == "dontneed"
-    assert Path(path).read_bytes() == de.pattern(11, 0, 40000)
+    assert Path(path).read_bytes() == content.pattern(11, 0, 40000)
 
 
 SHAPES = {"pread": (False, 1), "preadv1": (True, 1), "preadv2": (True, 2),
@@ -414,9 +416,9 @@ def test_writes_land_new_data_and_are_verified(ddir: Path):
     data = Path(path).read_bytes()
     assert len(data) == new_size
     for o, seed in expect.values():
-        assert data[o:o + 8192] == de.pattern(seed, o, 8192) != de.pattern(41, o, 8192)
+        assert data[o:o + 8192] == content.pattern(seed, o, 8192) != content.pattern(41, o, 8192)
     assert data[size:size + 8192] == bytes(8192)
-    assert data[size + 8192:] == de.pattern("ext", size + 8192, 4096)
+    assert data[size + 8192:] == content.pattern("ext", size + 8192, 4096)
 
 
 def test_params_unavailable_reported_and_restored(ddir: Path, tmp_path: Path):
@@ -505,7 +507,7 @@ def test_hold_timeout_exits_nonzero_with_outstanding(ddir: Path):
     os.mkfifo(fifo)
     rc, lines = engine("hold", "--file", str(fifo), "--seed", "x", "--interface", "io_uring",
                        "-k", "3", "--len", "4096", "--probe-inflight", "50",
-                       "--deadline-s", "0.5", ok=(de.EXIT_TIMEOUT,))
+                       "--deadline-s", "0.5", ok=(plan.EXIT_TIMEOUT,))
     assert [x["event"] for x in lines] == ["submitted", "probe", "timeout"]
     assert lines[1]["outstanding"] == 3
     assert lines[2]["outstanding"] == 3
@@ -534,7 +536,7 @@ def test_flood_two_submitters_all_correct(ddir: Path, tmp_path: Path, iface: str
 
 def test_vmstat_rows_and_field_difference(tmp_path):
     """Pinned pages in flight = nr_foll_pin_acquired - nr_foll_pin_released."""
-    from suite.guestbin.dioengine import parse_kstat, read_counter
+    from suite.ioengine.counters import parse_kstat, read_counter
     vm = tmp_path / "vmstat"
     vm.write_text("nr_free_pages 1000\nnr_foll_pin_acquired 530\nnr_foll_pin_released 500\n")
     assert parse_kstat(vm.read_text())["nr_foll_pin_acquired"] == 530
@@ -545,10 +547,10 @@ def test_vmstat_rows_and_field_difference(tmp_path):
 def test_glob_counter_sums_taskq_kstats_created_on_demand(tmp_path: Path):
     """The async taskqs appear on first use: none yet counts 0, then their sum."""
     spec = {"glob": str(tmp_path / "zpl_async_*_tank.*"), "field": "tasks_dispatched"}
-    before = de.snapshot_counters({"t": spec})
+    before = counters.snapshot_counters({"t": spec})
     assert before == {"t": 0}
     for name, n in (("zpl_async_read_tank.0", 3), ("zpl_async_write_tank.0", 2),
                     ("zpl_async_read_other.0", 50)):
         (tmp_path / name).write_text(
             f"12 1 0x01 3 192 1 1\nname type data\ntasks_dispatched 4 {n}\n")
-    assert de.counter_deltas(before, de.snapshot_counters({"t": spec})) == {"t": 5}
+    assert counters.counter_deltas(before, counters.snapshot_counters({"t": spec})) == {"t": 5}

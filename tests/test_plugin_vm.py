@@ -42,8 +42,8 @@ def test_1_guest_hangs(zfs_guest, pool, accel):
                         timeout=accel.deadline(5))
 
 
-def test_2_next_case_gets_a_fresh_guest(zfs_guest, vm_manager):
-    assert vm_manager.boots == 2, "the hung guest was reused"
+def test_2_next_case_gets_a_fresh_guest(zfs_guest, guests):
+    assert guests.boots == 2, "the hung guest was reused"
     assert zfs_guest.guest.run("echo ok", timeout=60).stdout.strip() == "ok"
 '''
 

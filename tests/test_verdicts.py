@@ -10,7 +10,7 @@ from suite.dio import (ASYNC_PARAM, ASYNC_TASKS, STRICT_PARAM, Shape, cond, expe
 from suite.errors import GuestError
 from suite.console import Finding, scan
 from suite.evidence import DTask
-from suite.guestbin.dioengine import FileSpec
+from suite.ioengine.plan import FileSpec
 from suite.knownbugs import CaseResult, Outcome, judge_session
 from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
 from suite.trials import classify, outcome

@@ -1,0 +1,157 @@
+"""The guest lifecycle: get a guest of a shape with the build loaded, judge it
+after each case, recycle it when it is not fit.
+
+One guest per worker (xdist) is reused across cases while it stays fit and the
+case asks for the same shape; a guest that splatted, hung or lost SSH is killed
+after its evidence is collected, and the next case boots a fresh one. The
+pytest fixtures (``suite/plugin/fixtures.py``) only ask for a guest, yield it
+and give it back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .accel import Accel
+from .aftercase import Observation, stuck_tasks
+from .build import BuildRecord
+from .console import ConsoleWatcher
+from .dio import COUNTER_PARAMS
+from .errors import GuestError, SuiteError
+from .evidence import Evidence, collect_evidence
+from .guest import virtme_key
+from .symptoms import Symptom
+from .vm import VM, NvmeSpec, VMSpec
+from .zfs import PoolSpec, Zfs
+
+
+@dataclass(frozen=True)
+class GuestShape:
+    """What a case asks of its guest (``@pytest.mark.guest(...)``)."""
+    nvme: int = 2
+    lbs: int | tuple[int, ...] = 4096
+    size_mib: int = 1024
+    memory: str = "4G"
+    cpus: int = 2
+
+
+@dataclass
+class ZfsGuest:
+    """A booted guest running the build under test, and its ZFS state."""
+    vm: VM
+    zfs: Zfs
+    shape: GuestShape
+    params: set[str]                    # module parameters the loaded build has
+    loaded: dict[str, str]              # srcversions, verified against the build record
+    pool_spec: PoolSpec | None = None   # the pool that exists in it now
+    fit: bool = True
+
+
+@dataclass
+class CaseWatch:
+    """What is noted when a case begins, to judge the guest when it ends."""
+    console: ConsoleWatcher
+    params: dict[str, str]
+
+
+@dataclass
+class CaseEnd:
+    reason: str = ""                    # why the guest is not fit ('' if it is)
+    symptoms: list[Symptom] = field(default_factory=list)
+    evidence: Evidence | None = None
+    restored: list[str] = field(default_factory=list)
+    restore_error: str = ""
+
+
+@dataclass
+class Guests:
+    """The worker's guests."""
+    run_dir: Path
+    worker: str
+    accel: Accel
+    record: BuildRecord
+    keep_failed: bool = False
+    current: ZfsGuest | None = None
+    boots: int = 0
+    kept: list[VM] = field(default_factory=list)
+
+    def acquire(self, shape: GuestShape, log: Path) -> ZfsGuest:
+        """A fit guest of ``shape`` with the build loaded and verified (srcversion)."""
+        g = self.current
+        if g is not None and (not g.fit or g.shape != shape or not g.vm.alive):
+            self.recycle()
+        if self.current is None:
+            self.current = self._boot(shape)
+        g = self.current
+        g.zfs.guest.set_log(log)
+        try:
+            g.loaded = g.zfs.load()         # one command when it is loaded already
+            g.params = g.params or set(g.zfs.param_values())
+        except SuiteError:
+            g.fit = False
+            raise
+        return g
+
+    def _boot(self, shape: GuestShape) -> ZfsGuest:
+        self.boots += 1
+        spec = VMSpec(kernel_image=Path(self.record.kernel["vmlinuz"]), accel=self.accel,
+                      workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
+                      memory=shape.memory, cpus=shape.cpus,
+                      nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
+                      name=f"ozfs-{self.worker}-{self.boots}")
+        vm = VM(spec)
+        try:
+            vm.start()
+            vm.wait_ready()
+        except BaseException:
+            vm.kill()
+            raise
+        return ZfsGuest(vm, Zfs(vm.guest(), self.record, devices=vm.nvme_devices), shape,
+                        set(), {})
+
+    def begin_case(self, g: ZfsGuest, label: str) -> CaseWatch:
+        g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg", timeout=20, check=False)
+        return CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
+
+    def end_case(self, g: ZfsGuest, watch: CaseWatch, evidence_dir: Path,
+                 teardown_problem: str = "") -> CaseEnd:
+        """Judge the guest after a case, pass or fail: alive, no task stuck in D
+        state, no kernel trouble since the case began, its teardown done. An unfit
+        guest leaves its evidence and is recycled; otherwise every module
+        parameter the case changed is put back."""
+        alive = g.vm.alive and g.zfs.guest.alive(timeout=self.accel.deadline(5))
+        stuck = []
+        if alive:
+            try:
+                stuck = stuck_tasks(g.zfs.guest, self.accel.scale)
+            except GuestError:
+                alive = False
+        reason, symptoms = Observation(alive, stuck, watch.console.poll(),
+                                       teardown_problem).verdict()
+        if reason:
+            ev = collect_evidence(g.zfs.guest if alive else None, g.vm, evidence_dir, reason,
+                                  watcher=watch.console)
+            g.fit = False
+            self.recycle(keep=self.keep_failed)
+            return CaseEnd(reason, symptoms, ev)
+        try:
+            return CaseEnd(restored=g.zfs.restore_params(watch.params, ignore=COUNTER_PARAMS))
+        except SuiteError as e:
+            g.fit = False
+            return CaseEnd(restore_error=str(e))
+
+    def recycle(self, keep: bool = False) -> None:
+        """Let the current guest go (killed, or kept running for --keep-vm)."""
+        if self.current is not None:
+            if keep:
+                self.kept.append(self.current.vm)
+            else:
+                self.current.vm.kill()
+        self.current = None
+
+    def close(self) -> list[str]:
+        """Stop the current guest; returns how to reach the kept ones."""
+        self.recycle()
+        return [f"kept guest {vm.spec.name}: ssh -p {vm.port} -i {virtme_key()} "
+                f"root@127.0.0.1 (console {vm.console_path}); it stays up until this "
+                f"pytest exits, kill with Ctrl-C" for vm in self.kept]
