@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.build import get_or_build, list_builds  # noqa: E402
-from suite.pipeline import BuildOptions, build, prepare  # noqa: E402
-from suite.source import ObjectCache  # noqa: E402
+from suite.build.pipeline import BuildOptions, build, prepare  # noqa: E402
+from suite.build.recipe import get_or_build, list_builds  # noqa: E402
+from suite.source.objects import ObjectCache  # noqa: E402
 
 
 def timed_rebuild(opts: BuildOptions, ccache_dir: str | None) -> tuple[float, dict]:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.accel import choose  # noqa: E402
-from suite.pipeline import BuildOptions, build  # noqa: E402
-from suite.vm import VM, NvmeSpec, VMSpec  # noqa: E402
-from suite.zfs import PoolSpec, Zfs  # noqa: E402
+from suite.build.pipeline import BuildOptions, build  # noqa: E402
+from suite.guest.zfs import PoolSpec, Zfs  # noqa: E402
+from suite.vm.accel import choose  # noqa: E402
+from suite.vm.machine import VM, NvmeSpec, VMSpec  # noqa: E402
 
 
 def main() -> int:

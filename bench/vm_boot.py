@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from suite import accel  # noqa: E402
-from suite.vm import VM, NvmeSpec, VMSpec  # noqa: E402
+from suite.vm.machine import VM, NvmeSpec, VMSpec  # noqa: E402
 
 
 def default_kernel() -> Path:

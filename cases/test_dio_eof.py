@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.dio import ASYNC_PARAM, PAGE, Shape, cond, expect_correct
+from suite.casekit.dio import ASYNC_PARAM, PAGE, Shape, cond, expect_correct
 from suite.ioengine.plan import FileSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.bug("eof-tail-efault")]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from suite.dio import (ASYNC_PARAM, PAGE, STRICT_PARAM, Shape, cond, expect_arc,
-                       expect_direct, expect_einval)
+from suite.casekit.dio import (ASYNC_PARAM, PAGE, STRICT_PARAM, Shape, cond, expect_arc,
+                               expect_direct, expect_einval)
 from suite.ioengine.plan import FileSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.dio import ASYNC_PARAM
+from suite.casekit.dio import ASYNC_PARAM
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.async_dio]
 

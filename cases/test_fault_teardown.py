@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from suite.dio import ASYNC_PARAM
+from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.faults import hold
 from suite.errors import GuestError
-from suite.faults import hold
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 

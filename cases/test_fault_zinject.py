@@ -15,10 +15,10 @@ import re
 
 import pytest
 
-from suite.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
-from suite.faults import arm_delay
+from suite.casekit.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
+from suite.casekit.faults import arm_delay
 from suite.ioengine.plan import FileSpec, Plan
-from suite.symptoms import Symptom
+from suite.report.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 

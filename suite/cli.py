@@ -5,18 +5,18 @@ import argparse
 import sys
 import time
 
-from .errors import SuiteError
-from .pipeline import add_build_options
+from suite.build.pipeline import add_build_options
+from suite.errors import SuiteError
 
 
 def options_from(args: argparse.Namespace):
-    from .pipeline import options_from as from_values
+    from suite.build.pipeline import options_from as from_values
     return from_values(lambda dest: getattr(args, dest, None),
                        force=getattr(args, "force", False), jobs=getattr(args, "jobs", None))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .pipeline import build
+    from suite.build.pipeline import build
     t = time.monotonic()
     record, built = build(options_from(args))
     how = "built" if built else "cached"
@@ -27,8 +27,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_series(args: argparse.Namespace) -> int:
-    from . import series
-    from .source import ObjectCache
+    from suite.source import series
+    from suite.source.objects import ObjectCache
     manifests = series.available()
     if not args.name:
         for m in manifests.values():
@@ -55,17 +55,17 @@ def cmd_series(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .doctor import run_doctor
+    from suite.doctor import run_doctor
     return run_doctor(install=args.install, accel=args.accel)
 
 
 def cmd_bugs(args: argparse.Namespace) -> int:
-    from .knownbugs import run_bugs
+    from suite.report.knownbugs import run_bugs
     return run_bugs(args.name, args.only, args.k, args.pytest_args)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    from .shell import run_shell
+    from suite.shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
 
 

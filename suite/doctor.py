@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from . import paths
+from suite import paths
 
 APT_LIST = paths.PROJECT_ROOT / "ci" / "apt-packages.txt"
 
@@ -39,7 +39,7 @@ def _which(name: str, fix: str, required: bool = True) -> Check:
 
 
 def _source_check() -> Check:
-    from .source import DEFAULT_URL
+    from suite.source.objects import DEFAULT_URL
     try:
         p = subprocess.run(["git", "ls-remote", "--heads", DEFAULT_URL, "master"],
                            capture_output=True, text=True, timeout=20,
@@ -54,8 +54,8 @@ def _source_check() -> Check:
 
 
 def _kernel_checks() -> list[Check]:
-    from .errors import KernelError
-    from .kernel import resolve_kernel
+    from suite.build.kernel import resolve_kernel
+    from suite.errors import KernelError
     out = []
     for prof in sorted(paths.vmimages_dir().glob("*.toml")):
         try:
@@ -69,8 +69,8 @@ def _kernel_checks() -> list[Check]:
 
 def _kvm_check(accel: str) -> Check:
     try:
-        from .accel import choose
-        from .kernel import resolve_kernel
+        from suite.build.kernel import resolve_kernel
+        from suite.vm.accel import choose
         a = choose(accel, resolve_kernel(None, allow_install=False).vmlinuz)
         return Check("accelerator", True, f"{a.name} (deadlines x{a.scale:g}): {a.reason}")
     except Exception as e:  # noqa: BLE001 - doctor reports, never crashes
@@ -102,8 +102,8 @@ def collect(accel: str = "auto") -> list[Check]:
 
 def install_missing() -> None:
     """Install missing apt packages and every kernel profile that is not installed."""
-    from .errors import KernelError
-    from .kernel import install, load_profile, resolve_kernel
+    from suite.build.kernel import install, load_profile, resolve_kernel
+    from suite.errors import KernelError
     missing = missing_apt_packages()
     if missing:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")

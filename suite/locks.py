@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import SuiteError
+from suite.errors import SuiteError
 
 # How long a process waits for another one's build/fetch/install before it gives up.
 DEFAULT_TIMEOUT = float(os.environ.get("OZFS_VMCI_LOCK_TIMEOUT", "5400"))

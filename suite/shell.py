@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import paths
-from .accel import choose
-from .guest import virtme_key
-from .pipeline import BuildOptions, build
-from .vm import VM, NvmeSpec, VMSpec
-from .zfs import PoolSpec, Zfs
+from suite import paths
+from suite.build.pipeline import BuildOptions, build
+from suite.guest.ssh import virtme_key
+from suite.guest.zfs import PoolSpec, Zfs
+from suite.vm.accel import choose
+from suite.vm.machine import VM, NvmeSpec, VMSpec
 
 
 def run_shell(opts: BuildOptions, accel: str = "auto", nvme: int = 2, keep: bool = False) -> int:

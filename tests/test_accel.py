@@ -1,4 +1,4 @@
-"""Pure tests of suite.accel: scale, env override, probe cache, probe verdicts."""
+"""Pure tests of suite.vm.accel: scale, env override, probe cache, probe verdicts."""
 from __future__ import annotations
 
 import subprocess
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import accel
-from suite.accel import Accel, ProbeResult
 from suite.errors import VMError
+from suite.vm import accel
+from suite.vm.accel import Accel, ProbeResult
 
 
 @pytest.fixture(autouse=True)

@@ -8,15 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from suite import build as build_mod
-from suite.build import BuildRequest, cached, failing_lines, get_or_build
-from suite.errors import BuildError
-from suite.kernel import Kernel
-from suite.series import AppliedSeries, SourceTree
-from suite.source import ObjectCache, Resolved, resolve_source
-
 from gitrepo import commit, sh
+
+from suite.build import recipe as build_mod
+from suite.build.kernel import Kernel
+from suite.build.recipe import BuildRequest, cached, failing_lines, get_or_build
+from suite.errors import BuildError
+from suite.source.objects import ObjectCache, Resolved, resolve_source
+from suite.source.series import AppliedSeries, SourceTree
 
 
 def fake_kernel(tmp: Path, symvers: str = "0x1 sym vmlinux EXPORT_SYMBOL\n") -> Kernel:

@@ -1,12 +1,12 @@
-"""Pure tests of suite.console and suite.evidence: pattern scanning, allow-list,
+"""Pure tests of suite.vm.console and suite.guest.evidence: pattern scanning, allow-list,
 watcher, D-state parsing, evidence summary."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from suite import console
-from suite.console import ConsoleWatcher, Finding, scan
-from suite.evidence import DTask, Evidence, parse_dstate, parse_sysrq_blocked
+from suite.guest.evidence import DTask, Evidence, parse_dstate, parse_sysrq_blocked
+from suite.vm import console
+from suite.vm.console import ConsoleWatcher, Finding, scan
 
 FIELD_STACK = """\
 --- pid 263662 (zfs) state=D ---

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 WORKER = r"""
 import json, sys, time
-from suite.source import ObjectCache
+from suite.source.objects import ObjectCache
 url, start = sys.argv[1], float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.0005)

@@ -1,12 +1,11 @@
 """JUnit counting and kernel profile error paths (no VM)."""
 from __future__ import annotations
 
-
 import pytest
 
+from suite.build.kernel import installed_releases, kernel_from_release, load_profile, resolve_kernel
 from suite.errors import KernelError
-from suite.kernel import installed_releases, kernel_from_release, load_profile, resolve_kernel
-from suite.knownbugs import count
+from suite.report.knownbugs import count
 
 
 def test_junit_count(tmp_path):

@@ -63,3 +63,20 @@ def test_the_suite_has_no_import_cycle():
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_module_is_over_500_lines():
+    big = {str(p.relative_to(SUITE)): n for p in SUITE.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 500}
+    assert not big, f"split these by concern: {big}"
+
+
+def test_the_packages_read_like_the_pipeline():
+    """source -> series -> build -> vm -> guest -> cases -> report, each a folder."""
+    for pkg in ("source", "build", "vm", "guest", "ioengine", "casekit", "report", "plugin"):
+        assert (SUITE / pkg / "__init__.py").is_file(), pkg
+    readme = (SUITE.parent / "README.md").read_text()
+    for p in SUITE.rglob("*.py"):
+        if p.parent != SUITE and p.name not in ("__init__.py", "__main__.py") \
+                and p.parent.name != "ioengine":
+            assert f"`{p.name}`" in readme, f"README's pipeline table lacks {p.parent.name}/{p.name}"

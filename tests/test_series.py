@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import series
 from suite.errors import SeriesError, SourceError
-from suite.source import ObjectCache, resolve_source
+from suite.source import series
+from suite.source.objects import ObjectCache, resolve_source
 
 
 def test_shipped_manifests_parse_and_pin_full_commits():

@@ -5,9 +5,8 @@ import json
 
 import pytest
 
-from suite.report import Table
-from suite.trials import (DEFAULT_TRIALS, alternate, classify, served, tally,
-                          trials_needed)
+from suite.casekit.trials import DEFAULT_TRIALS, alternate, classify, served, tally, trials_needed
+from suite.report.tables import Table
 
 
 def test_default_trials_catch_one_in_five_with_95_percent():

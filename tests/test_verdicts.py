@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from suite.aftercase import Observation, stuck_tasks
-from suite.dio import (ASYNC_PARAM, ASYNC_TASKS, STRICT_PARAM, Shape, cond, expect_arc,
-                       expect_correct, expect_direct, expect_einval, judge, plan)
+from suite.casekit.dio import (ASYNC_PARAM, ASYNC_TASKS, STRICT_PARAM, Shape, cond, expect_arc,
+                               expect_correct, expect_direct, expect_einval, judge, plan)
+from suite.casekit.trials import classify, outcome
 from suite.errors import GuestError
-from suite.console import Finding, scan
-from suite.evidence import DTask
+from suite.guest.aftercase import Observation, stuck_tasks
+from suite.guest.evidence import DTask
 from suite.ioengine.plan import FileSpec
-from suite.knownbugs import CaseResult, Outcome, judge_session
-from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
-from suite.trials import classify, outcome
+from suite.report.knownbugs import CaseResult, Outcome, judge_session
+from suite.report.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
+from suite.vm.console import Finding, scan
 
 HAVE = {ASYNC_PARAM, STRICT_PARAM}
 A1 = cond("libaio async=1", "libaio", **{ASYNC_PARAM: 1, STRICT_PARAM: 1})
@@ -273,7 +273,7 @@ def _dstate(*pids):
 
 
 def test_stuck_tasks_are_the_ones_in_every_sample(monkeypatch):
-    monkeypatch.setattr("suite.aftercase.time.sleep", lambda s: None)
+    monkeypatch.setattr("suite.guest.aftercase.time.sleep", lambda s: None)
     assert [t.pid for t in stuck_tasks(FakeGuest([_dstate(1, 2), _dstate(2, 3), _dstate(2)]),
                                        1.0)] == [2]
     assert stuck_tasks(FakeGuest([_dstate(1), _dstate()]), 1.0) == []
@@ -286,7 +286,7 @@ def test_findings_carry_their_kind():
 
 
 def test_guest_error_from_a_dead_guest_is_raised_before_any_connection():
-    from suite.guest import Guest
+    from suite.guest.ssh import Guest
     g = Guest(1, name="t")
     g.watch(lambda: "qemu is stopped (process state T): the guest is frozen", 60)
     with pytest.raises(GuestError, match="stopped answering: qemu is stopped"):

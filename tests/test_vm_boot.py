@@ -23,11 +23,11 @@ from typing import Iterator
 
 import pytest
 
-from suite import accel as accel_mod
-from suite import console, evidence
 from suite.errors import GuestError, VMError
-from suite.guest import Guest
-from suite.vm import VM, NvmeSpec, VMSpec
+from suite.guest import evidence
+from suite.guest.ssh import Guest
+from suite.vm import accel as accel_mod, console
+from suite.vm.machine import VM, NvmeSpec, VMSpec
 
 pytestmark = pytest.mark.vm
 
@@ -363,8 +363,7 @@ def test_port_collision_is_retried(vm_accel: accel_mod.Accel, tmp_path: Path,
     """Another program grabs the leased port before qemu binds it: start() retries with a new one."""
     import socket
 
-    from suite import ports
-    from suite import vm as vm_mod
+    from suite.vm import machine as vm_mod, ports
 
     assert KERNEL is not None
     squatter = socket.socket()

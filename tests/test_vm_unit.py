@@ -1,4 +1,4 @@
-"""Pure tests of suite.vm / suite.guest pieces that need no guest."""
+"""Pure tests of suite.vm.machine / suite.guest.ssh pieces that need no guest."""
 from __future__ import annotations
 
 import socket
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from suite import accel, disks, guest, monitor, ports, vm
 from suite.errors import VMError
-from suite.vm import NvmeSpec, VMSpec
+from suite.guest import channel, ssh as guest
+from suite.vm import accel, disks, machine as vm, monitor, ports, vng
+from suite.vm.machine import NvmeSpec, VMSpec
 
 
 def _spec(tmp_path: Path, **kw) -> VMSpec:
@@ -59,8 +60,8 @@ def test_disk_space_error_names_the_path(tmp_path: Path) -> None:
 
 def test_unsafe_workdir_rejected(tmp_path: Path) -> None:
     with pytest.raises(VMError, match="characters"):
-        vm.check_safe_path(tmp_path / "a b,c", "VM workdir")
-    vm.check_safe_path(tmp_path / "gw0-vm_1.x", "VM workdir")
+        vng.check_safe_path(tmp_path / "a b,c", "VM workdir")
+    vng.check_safe_path(tmp_path / "gw0-vm_1.x", "VM workdir")
 
 
 def test_port_leases_are_unique_and_skip_busy_ports() -> None:
@@ -97,7 +98,7 @@ def test_hmp_output_cleaning() -> None:
 
 
 def test_remote_wrapper_reports_pid_and_avoids_bashrc() -> None:
-    w = guest.wrap("echo 'hi there'")
+    w = channel.wrap("echo 'hi there'")
     assert w.startswith("printf '\\036OZVM-PID %s\\n' $$ >&2; exec bash --norc -c ")
     assert w.endswith("'echo '\"'\"'hi there'\"'\"''")
 

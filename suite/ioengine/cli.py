@@ -2,14 +2,13 @@
 """
 from __future__ import annotations
 
-
 import argparse
 import sys
 from typing import Any, Sequence
 
 from .counters import to_int
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
-from .stress import parse_sample, cmd_flood, cmd_hold
+from .stress import cmd_flood, cmd_hold, parse_sample
 from .trials import cmd_run, cmd_write_file
 
 

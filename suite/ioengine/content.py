@@ -3,14 +3,12 @@ the model of which seed owns which range; comparison of what came back.
 """
 from __future__ import annotations
 
-
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
 
 from .plan import CANARY, PATTERN_BLOCK
-
 
 # ---------------------------------------------------------------------------
 

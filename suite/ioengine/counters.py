@@ -3,7 +3,6 @@ per-trial module parameters, restored after.
 """
 from __future__ import annotations
 
-
 import glob as glob_mod
 import os
 from typing import Any

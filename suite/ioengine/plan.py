@@ -3,7 +3,6 @@ out (JSON lines). The host imports this module and ``content``; nothing else.
 """
 from __future__ import annotations
 
-
 import errno as errno_mod
 import json
 import mmap

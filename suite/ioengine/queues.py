@@ -3,7 +3,6 @@ libaio (raw io_setup/io_submit/io_getevents) and io_uring (mmapped rings).
 """
 from __future__ import annotations
 
-
 import ctypes
 import errno as errno_mod
 import mmap

@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-
 import argparse
 import json
 import os
@@ -17,7 +16,7 @@ from typing import Any
 from .content import compare, pattern
 from .counters import read_counter
 from .plan import DIO_ALIGN, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, Segment, errno_name
-from .queues import IoOp, SegmentBuffers, ABANDONED, make_queue
+from .queues import ABANDONED, IoOp, SegmentBuffers, make_queue
 from .trials import emit, open_trial_file
 
 # hold: K async reads held in flight

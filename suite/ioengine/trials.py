@@ -3,7 +3,6 @@ plan, verify what came back (``run`` and ``write-file`` commands).
 """
 from __future__ import annotations
 
-
 import argparse
 import errno as errno_mod
 import json
@@ -15,9 +14,11 @@ import time
 from typing import IO, Any
 
 from .content import FileModel, compare, pattern
-from .counters import ParamManager, counter_spec, counter_deltas, snapshot_counters
-from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN, EXIT_FAILED, EXIT_OK, EXIT_USAGE, FileSpec, PAGE, Plan, Request, Result, errno_name
-from .queues import IoOp, IoUringQueue, LibaioQueue, SegmentBuffers, ABANDONED, round_up, make_queue, sys_
+from .counters import ParamManager, counter_deltas, counter_spec, snapshot_counters
+from .plan import (DEFAULT_PARAM_DIR, DIO_ALIGN, EXIT_FAILED, EXIT_OK, EXIT_USAGE, PAGE, FileSpec,
+                   Plan, Request, Result, errno_name)
+from .queues import (ABANDONED, IoOp, IoUringQueue, LibaioQueue, SegmentBuffers, make_queue,
+                     round_up, sys_)
 
 
 def open_flags(op: str, o_direct: bool) -> int:

@@ -3,8 +3,8 @@
 Loaded by the project's ``conftest.py`` (``pytest_plugins = ["suite.plugin"]``),
 so ``pytest cases ...`` just works from a checkout.
 """
-from .fixtures import (accel, case_dir, dio, engine, guests, pool, run_ctx,  # noqa: F401
-                       symptom, zfs_build, zfs_guest)
-from .hooks import (pytest_addoption, pytest_collection_modifyitems,  # noqa: F401
-                    pytest_configure, pytest_configure_node, pytest_runtest_call,
-                    pytest_runtest_makereport, pytest_terminal_summary)
+from suite.plugin.fixtures import (accel, case_dir, dio, engine, guests, pool,  # noqa: F401
+                                   run_ctx, symptom, zfs_build, zfs_guest)
+from suite.plugin.hooks import (pytest_addoption, pytest_collection_modifyitems,  # noqa: F401
+                                pytest_configure, pytest_configure_node, pytest_runtest_call,
+                                pytest_runtest_makereport, pytest_terminal_summary)

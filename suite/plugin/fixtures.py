@@ -2,7 +2,7 @@
 
 A build and an accelerator per session (xdist: per worker; the build lock makes
 the second worker reuse the first one's build), the worker's guests
-(``suite/guests.py``: reused while fit, judged after every case, recycled), a
+(``suite/guest/lifecycle.py``: reused while fit, judged after every case, recycled), a
 verified ZFS in a guest, a dataset on a pool, the I/O engine, a Direct I/O bench.
 """
 from __future__ import annotations
@@ -14,16 +14,16 @@ from typing import Callable, Iterator
 
 import pytest
 
-from ..accel import Accel, choose
-from ..build import BuildRecord
-from ..dio import DIO_PROPS, DioBench
-from ..engine import EngineRunner
-from ..errors import GuestError, SuiteError
-from ..guests import CaseEnd, Guests, GuestShape
-from ..pipeline import BuildOptions, build, options_from
-from ..symptoms import Symptom
-from ..zfs import Dataset, Pool, PoolSpec, Zfs
-from .hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
+from suite.build.pipeline import BuildOptions, build, options_from
+from suite.build.recipe import BuildRecord
+from suite.casekit.dio import DIO_PROPS, DioBench
+from suite.casekit.engine import EngineRunner
+from suite.errors import GuestError, SuiteError
+from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
+from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
+from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
+from suite.report.symptoms import Symptom
+from suite.vm.accel import Accel, choose
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
 
@@ -208,7 +208,7 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
 @pytest.fixture
 def symptom(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``symptom(kind, detail, row="")``: say how the case is failing (see
-    suite/symptoms.py), before the assert that fails it."""
+    suite/report/symptoms.py), before the assert that fails it."""
     def record(kind: str, detail: str = "", row: str = "") -> None:
         add_symptoms(request.node, [Symptom(kind, detail, row)])
     return record

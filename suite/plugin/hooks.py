@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from .. import paths
-from ..errors import GuestError, SuiteError, VMError
-from ..pipeline import add_build_options
-from ..symptoms import CaseVerdict, Symptom
+from suite import paths
+from suite.build.pipeline import add_build_options
+from suite.errors import GuestError, SuiteError, VMError
+from suite.report.symptoms import CaseVerdict, Symptom
 
 MARKERS = [
     "vm: needs a virtme-ng guest (boots or reuses one per xdist worker)",
@@ -90,7 +90,7 @@ RUN_DIR = pytest.StashKey[Path]()
 
 
 def _default_trials() -> int:
-    from ..trials import DEFAULT_TRIALS
+    from suite.casekit.trials import DEFAULT_TRIALS
     return DEFAULT_TRIALS
 
 
@@ -154,7 +154,7 @@ def add_symptoms(item: pytest.Item, symptoms: list[Symptom]) -> None:
 
 
 def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
-    from ..faults import NotArmed
+    from suite.casekit.faults import NotArmed
     e = excinfo.value
     first = (str(e).splitlines() or [""])[0][:300]
     if isinstance(e, CaseBackstop):

@@ -12,10 +12,10 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .engine import EngineRunner, parse_lines
-from .errors import SuiteError
-from .guest import Background
-from .zfs import Zfs
+from suite.casekit.engine import EngineRunner, parse_lines
+from suite.errors import SuiteError
+from suite.guest.ssh import Background
+from suite.guest.zfs import Zfs
 
 
 class NotArmed(SuiteError):

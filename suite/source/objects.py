@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from . import paths
-from .errors import SourceError
-from .locks import file_lock
+from suite import paths
+from suite.errors import SourceError
+from suite.locks import file_lock
 
 DEFAULT_URL = "https://github.com/openzfs/zfs"
 DEFAULT_REF = "master"

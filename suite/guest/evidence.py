@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .console import ConsoleWatcher, Finding, scan
-from .errors import SuiteError
+from suite.errors import SuiteError
+from suite.vm.console import ConsoleWatcher, Finding, scan
 
 if TYPE_CHECKING:
-    from .guest import Guest
-    from .vm import VM
+    from suite.guest.ssh import Guest
+    from suite.vm.machine import VM
 
 
 # --------------------------------------------------------------------------- D-state tasks

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .errors import VMError
+from suite.errors import VMError
 
 
 def ports_dir() -> Path:

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import GuestError
-from .guest import Background, Guest
-from .ioengine.plan import Plan
-from .paths import PROJECT_ROOT
-
+from suite.errors import GuestError
+from suite.guest.ssh import Background, Guest
+from suite.ioengine.plan import Plan
+from suite.paths import PROJECT_ROOT
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:

@@ -12,17 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .accel import Accel
-from .aftercase import Observation, stuck_tasks
-from .build import BuildRecord
-from .console import ConsoleWatcher
-from .dio import COUNTER_PARAMS
-from .errors import GuestError, SuiteError
-from .evidence import Evidence, collect_evidence
-from .guest import virtme_key
-from .symptoms import Symptom
-from .vm import VM, NvmeSpec, VMSpec
-from .zfs import PoolSpec, Zfs
+from suite.build.recipe import BuildRecord
+from suite.casekit.dio import COUNTER_PARAMS
+from suite.errors import GuestError, SuiteError
+from suite.guest.aftercase import Observation, stuck_tasks
+from suite.guest.evidence import Evidence, collect_evidence
+from suite.guest.ssh import virtme_key
+from suite.guest.zfs import PoolSpec, Zfs
+from suite.report.symptoms import Symptom
+from suite.vm.accel import Accel
+from suite.vm.console import ConsoleWatcher
+from suite.vm.machine import VM, NvmeSpec, VMSpec
 
 
 @dataclass(frozen=True)

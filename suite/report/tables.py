@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .trials import COLUMNS
+from suite.casekit.trials import COLUMNS
 
 
 @dataclass

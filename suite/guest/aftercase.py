@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .console import Finding
-from .evidence import DSTATE_SCRIPT, DTask, parse_dstate
-from .symptoms import Symptom, stack_functions
+from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
+from suite.report.symptoms import Symptom, stack_functions
+from suite.vm.console import Finding
 
 if TYPE_CHECKING:
-    from .guest import Guest
+    from suite.guest.ssh import Guest
 
 
 @dataclass

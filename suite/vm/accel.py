@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import VMError
-from .locks import file_lock
-from .paths import cache_root
+from suite.errors import VMError
+from suite.locks import file_lock
+from suite.paths import cache_root
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Pattern
 
-
 # --------------------------------------------------------------------------- patterns
 
 
@@ -54,8 +53,8 @@ def load_allow(path: Path | None = None) -> tuple[str, ...]:
     """The allow-list (``vmimages/kernel-log-allow.toml``): every entry has a reason."""
     import tomllib
 
-    from .errors import SuiteError
-    from .paths import vmimages_dir
+    from suite.errors import SuiteError
+    from suite.paths import vmimages_dir
     path = path or vmimages_dir() / "kernel-log-allow.toml"
     try:
         entries = tomllib.loads(path.read_text()).get("allow", [])

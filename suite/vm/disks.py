@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import VMError
+from suite.errors import VMError
 
 DISK_MARGIN_MIB = 256
 

@@ -9,7 +9,7 @@ import re
 import socket
 from pathlib import Path
 
-from .errors import VMError
+from suite.errors import VMError
 
 
 class Monitor:

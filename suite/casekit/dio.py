@@ -16,15 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
-from .ioengine.plan import FileSpec, Plan, Request, Segment
-from .report import Table
-from .symptoms import INFRASTRUCTURE, Symptom
-from .trials import DEFAULT_TRIALS, NOT_ISSUED, Served, alternate, outcome, served, tally
+from suite.casekit.trials import (DEFAULT_TRIALS, NOT_ISSUED, Served, alternate, outcome, served,
+                                  tally)
+from suite.ioengine.plan import DEFAULT_PARAM_DIR as PARAMS, FileSpec, Plan, Request, Segment
+from suite.report.symptoms import INFRASTRUCTURE, Symptom
+from suite.report.tables import Table
 
 if TYPE_CHECKING:
-    from .engine import EngineRunner
-    from .zfs import Dataset, Zfs
+    from suite.casekit.engine import EngineRunner
+    from suite.guest.zfs import Dataset, Zfs
 
 PAGE = 4096
 # Dataset properties for DIO cases: nothing cached, Direct I/O honoured.

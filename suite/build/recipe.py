@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from . import paths
-from .errors import BuildError
-from .kernel import Kernel
-from .locks import file_lock
-from .progress import step
-from .series import SourceTree
-from .source import ObjectCache
+from suite import paths
+from suite.errors import BuildError
+from suite.build.kernel import Kernel
+from suite.locks import file_lock
+from suite.progress import step
+from suite.source.series import SourceTree
+from suite.source.objects import ObjectCache
 
 RECIPE_VERSION = 1
 DEFAULT_FLAGS = ("--enable-debug",)

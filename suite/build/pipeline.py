@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import series as series_mod
-from .build import BuildRecord, BuildRequest, get_or_build
-from .kernel import Kernel, resolve_kernel
-from .progress import step
-from .series import SourceTree
-from .source import ObjectCache
+from suite.source import series as series_mod
+from suite.build.recipe import BuildRecord, BuildRequest, get_or_build
+from suite.build.kernel import Kernel, resolve_kernel
+from suite.progress import step
+from suite.source.series import SourceTree
+from suite.source.objects import ObjectCache
 
 
 @dataclass

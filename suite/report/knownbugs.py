@@ -25,8 +25,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, series
-from .symptoms import CaseVerdict, SymptomSpec, judge_case
+from suite import paths
+from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
+from suite.source import series
 
 SESSION_TIMEOUT = float(os.environ.get("OZFS_VMCI_BUGS_TIMEOUT", str(3 * 3600)))
 

@@ -1,6 +1,6 @@
 """OpenZFS inside a guest: load the build, prove it is loaded, params, pools.
 
-Everything goes through a :class:`suite.guest.Guest` (SSH). The build tree is
+Everything goes through a :class:`suite.guest.ssh.Guest` (SSH). The build tree is
 visible in the guest at the same path (virtme-ng shares the host root), so the
 build's own ``zpool``/``zfs``/``zinject``/``zdb`` libtool wrappers run as they are.
 """
@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .build import BuildRecord
-from .errors import GuestError, SuiteError
-from .ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
-
+from suite.build.recipe import BuildRecord
+from suite.errors import GuestError, SuiteError
+from suite.ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
 
 
 class ModuleMismatch(SuiteError):

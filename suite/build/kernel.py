@@ -17,9 +17,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
-from .locks import file_lock
-from .errors import KernelError
+from suite import paths
+from suite.locks import file_lock
+from suite.errors import KernelError
 
 DEFAULT_PROFILE = "debian-6.1"
 APT_TIMEOUT = 1800      # seconds for one apt-get call

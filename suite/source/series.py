@@ -26,10 +26,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
-from .errors import SeriesError, SourceError
-from .source import ObjectCache, Resolved, git, is_commit_id
-from .symptoms import SymptomSpec
+from suite import paths
+from suite.errors import SeriesError, SourceError
+from suite.report.symptoms import SymptomSpec
+from suite.source.objects import ObjectCache, Resolved, git, is_commit_id
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def choose_base(cache: ObjectCache, selections: list[Selection],
     ``--zfs-source``/``--zfs-ref`` when given; else the first named series'
     pinned base, so ``--series async-dio`` builds exactly what its author
     pushed; else upstream master."""
-    from .source import resolve_source
+    from suite.source.objects import resolve_source
     manifests = manifests if manifests is not None else available()
     _check_names(selections, manifests)
     first = next((manifests[s.name] for s in selections if s.name), None)

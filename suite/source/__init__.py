@@ -1,0 +1,2 @@
+"""Where OpenZFS comes from: the git object cache (objects) and patch series (series).
+"""
