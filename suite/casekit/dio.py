@@ -168,7 +168,11 @@ def symptom_of(c: Condition, r: dict) -> Symptom | None:
                    f"{r.get('first_wrong_byte')} ({r.get('wrong_kind')})", row)
 
 
-def _attribution(c: Condition, r: dict) -> tuple[Served | None, Symptom | None]:
+def _served(c: Condition, r: dict) -> tuple[Served | None, Symptom | None]:
+    """(how a correct trial was served, None) or (None, what is wrong or unproven)."""
+    bad = symptom_of(c, r)
+    if bad:
+        return None, bad
     s = served(r.get("counters") or {})
     if not s.known:
         return None, Symptom("unproven", "the attribution counters (pool iostats) are "
@@ -187,16 +191,11 @@ def expect_correct(c: Condition, r: dict) -> Symptom | None:
 
 def expect_direct(c: Condition, r: dict) -> Symptom | None:
     """Correct AND served by Direct I/O alone (an ARC fallback is its own failure)."""
-    bad = symptom_of(c, r)
-    if bad:
-        return bad
-    s, unproven = _attribution(c, r)
-    if unproven:
-        return unproven
+    s, bad = _served(c, r)
     if s is not None and s.label != "DIO":
         return Symptom("served-by-ARC", f"served by {s.label}, not by Direct I/O "
                        f"(counters {r.get('counters')})", c.label)
-    return None
+    return bad
 
 
 def expect_einval(c: Condition, r: dict) -> Symptom | None:
@@ -211,16 +210,11 @@ def expect_einval(c: Condition, r: dict) -> Symptom | None:
 
 def expect_arc(c: Condition, r: dict) -> Symptom | None:
     """Correct data, served through the ARC (a misaligned read under strict=0)."""
-    bad = symptom_of(c, r)
-    if bad:
-        return bad
-    s, unproven = _attribution(c, r)
-    if unproven:
-        return unproven
+    s, bad = _served(c, r)
     if s is not None and not s.arc:
         return Symptom("served-by-DIO", f"expected an ARC read, counters say {s.label}",
                        c.label)
-    return None
+    return bad
 
 
 def proof_of_label(c: Condition, requested: dict[str, object], r: dict) -> Symptom | None:
