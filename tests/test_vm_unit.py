@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite.errors import VMError
-from suite.guest import channel, ssh as guest
+from suite.guest import channel
 from suite.vm import accel, disks, machine as vm, monitor, ports, vng
 from suite.vm.machine import NvmeSpec, VMSpec
 
@@ -109,7 +109,7 @@ class _FakeChan:
 
 
 def test_pid_line_is_cut_from_stderr_even_after_noise() -> None:
-    ex = guest._Exec(None, _FakeChan(), "x")  # type: ignore[arg-type]
+    ex = channel._Exec(None, _FakeChan(), "x")  # type: ignore[arg-type]
     ex._take_stderr(b"pyenv: cannot rehash\n\x1eOZVM-")
     assert ex.pid is None
     ex._take_stderr(b"PID 4242\nreal stderr\n")
@@ -117,3 +117,27 @@ def test_pid_line_is_cut_from_stderr_even_after_noise() -> None:
     assert bytes(ex.err) == b"pyenv: cannot rehash\nreal stderr\n"
     ex._take_stderr(b"more\n")
     assert bytes(ex.err).endswith(b"more\n")
+
+
+class _ClosedChan(_FakeChan):
+    """A channel whose guest vanished: closed, EOF, no exit status (paramiko: -1)."""
+    eof_received = True
+    closed = True
+
+    def recv_ready(self) -> bool:
+        return False
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def exit_status_ready(self) -> bool:
+        return True
+
+    def recv_exit_status(self) -> int:
+        return -1
+
+
+def test_a_channel_closed_without_exit_status_is_a_lost_guest() -> None:
+    ex = channel._Exec(None, _ClosedChan(), "x")  # type: ignore[arg-type]
+    assert ex.step()
+    assert ex.lost and ex.rc is None

@@ -142,6 +142,8 @@ class _Exec:
                         time.sleep(POLL)
                 self._drain()
                 self.rc = self.chan.recv_exit_status()
+                if self.rc == -1:   # paramiko: closed without an exit status (guest gone)
+                    self.rc, self.lost = None, True
                 self._finish()
                 return True
             transport = self.chan.get_transport()
@@ -234,6 +236,7 @@ class Background:
                              fix="signal it (Background.signal) or raise the timeout",
                              detail=tail_detail(r))
         if self._ex.lost:
+            self._guest.check_alive(self._ex)   # says why, when the host can tell
             raise GuestError(f"connection lost while running: {self.cmd}",
                              fix="the guest may have crashed: check console.log", detail=tail_detail(r))
         if check and r.rc != 0:

@@ -275,6 +275,7 @@ class Guest:
         if log:
             self._log_result(r, lost=ex.lost)
         if ex.lost:
+            self.check_alive()      # says why, when the host can tell (qemu exited, stopped)
             raise GuestError(f"SSH connection lost while running: {cmd}",
                              fix="the guest may have crashed or hung: check console.log and collect evidence",
                              detail=tail_detail(r))
