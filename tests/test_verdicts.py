@@ -292,3 +292,19 @@ def test_guest_error_from_a_dead_guest_is_raised_before_any_connection():
     with pytest.raises(GuestError, match="stopped answering: qemu is stopped"):
         g.run("true", timeout=5)
     assert not g.alive(timeout=1)
+
+
+# -- the loaded module is the build under test ------------------------------------------
+
+def test_verify_refuses_a_module_that_is_not_the_build():
+    from types import SimpleNamespace
+
+    from suite.guest.zfs import ModuleMismatch, Zfs
+    rec = SimpleNamespace(modules={"spl": SimpleNamespace(srcversion="SPL1", path="/b/spl.ko"),
+                                   "zfs": SimpleNamespace(srcversion="ZFS1", path="/b/zfs.ko")})
+    z = Zfs(None, rec)        # type: ignore[arg-type]
+    assert z.verify({"spl": "SPL1", "zfs": "ZFS1"}) == {"spl": "SPL1", "zfs": "ZFS1"}
+    with pytest.raises(ModuleMismatch, match="loaded zfs srcversion DISTRO.*ZFS1"):
+        z.verify({"spl": "SPL1", "zfs": "DISTRO"})
+    with pytest.raises(ModuleMismatch, match=r"\(not loaded\)"):
+        z.verify({"spl": None, "zfs": "ZFS1"})
