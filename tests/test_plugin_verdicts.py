@@ -107,4 +107,5 @@ def test_backstop_and_symptoms_reach_verdict_json(pytester):
     assert [(s["kind"], s["row"]) for s in v["test_asserts"]["symptoms"]] == [
         ("EINVAL", "libaio async=1")]
     assert v["test_bare_assert"]["symptoms"][0]["kind"] == "assertion"
+    assert "EINVAL on the async row" in v["test_asserts"]["reason"]
     assert all(x["outcome"] == "failed" for x in v.values())

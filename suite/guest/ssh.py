@@ -193,6 +193,7 @@ class Guest:
     def _transport(self, timeout: float) -> paramiko.Transport:
         with self._lock:
             if not self.connected:
+                self.check_alive()     # a gone guest says so, rather than "cannot SSH"
                 self.connect(timeout=min(timeout, 30.0))
             assert self._client is not None
             t = self._client.get_transport()

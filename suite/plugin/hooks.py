@@ -219,9 +219,11 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
 
 
 def _first_line(rep: pytest.TestReport) -> str:
-    text = getattr(rep, "longreprtext", "") or ""
-    lines = [ln for ln in text.splitlines() if ln.startswith("E ") or ln.strip()]
-    return (lines[-1] if lines else "")[:300]
+    """The failure's message: pytest's first ``E`` line, else its last line."""
+    lines = (getattr(rep, "longreprtext", "") or "").splitlines()
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
+    rest = [ln.strip() for ln in lines if ln.strip()]
+    return (errors[0] if errors else rest[-1] if rest else "")[:300]
 
 
 class _VerdictCount:
