@@ -41,10 +41,13 @@ def test_zinject_delayed_reads_many_in_flight(zfs_guest, pool, engine, accel):
     delay = accel.deadline(1)
     arm_delay(zfs_guest, path, delay)
     k = 16
+    # The injected delay may serialize the reads (one lane): k x delay is the
+    # slowest correct outcome, so "lost or hung" is only past that.
+    deadline = delay * k + accel.deadline(10)
     lines = engine.oneshot("hold", "--file", path, "--seed", "delayed", "--size", str(SIZE),
                            "--interface", "libaio", "-k", str(k), "--len", "131072",
-                           "--stride", "262144", "--deadline-s", str(int(delay * 4 + 30)),
-                           timeout=delay * 6 + 60)
+                           "--stride", "262144", "--deadline-s", str(int(deadline)),
+                           timeout=(deadline + 60) / accel.scale)
     done = next((ln for ln in lines if ln.get("event") in ("completed", "timeout")), None)
     assert done is not None, f"no completion report: {lines}"
     assert done["event"] == "completed", f"reads lost or hung: {done}"

@@ -114,11 +114,13 @@ class Guests:
         return CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
 
     def end_case(self, g: ZfsGuest, watch: CaseWatch, evidence_dir: Path,
-                 teardown_problem: str = "") -> CaseEnd:
+                 teardown_problem: str = "", failed: bool = False) -> CaseEnd:
         """Judge the guest after a case, pass or fail: alive, no task stuck in D
         state, no kernel trouble since the case began, its teardown done. An unfit
         guest leaves its evidence and is recycled; otherwise every module
-        parameter the case changed is put back."""
+        parameter the case changed is put back. The guest of a failed case is
+        recycled too: its dataset was left alone (it may be wedged), and with it
+        faults still injected and I/O in flight that must not reach the next case."""
         alive = g.vm.alive and g.zfs.guest.alive(timeout=self.accel.deadline(5))
         stuck = []
         if alive:
@@ -134,6 +136,10 @@ class Guests:
             g.fit = False
             self.recycle(keep=self.keep_failed)
             return CaseEnd(reason, symptoms, ev)
+        if failed:
+            g.fit = False
+            self.recycle(keep=self.keep_failed)
+            return CaseEnd()
         try:
             return CaseEnd(restored=g.zfs.restore_params(watch.params, ignore=COUNTER_PARAMS))
         except SuiteError as e:

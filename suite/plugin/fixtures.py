@@ -136,8 +136,10 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
             g.zfs.set_param(name, value)
         yield g.zfs
     finally:
+        rep = getattr(item, "rep_call", None)
         end = guests.end_case(g, watch, case_dir / "evidence",
-                              getattr(item, "ozfs_teardown_problem", ""))
+                              getattr(item, "ozfs_teardown_problem", ""),
+                              failed=bool(rep and rep.failed))
         _report_case_end(item, end, case_dir)
 
 
@@ -189,7 +191,7 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
         # The dataset may be wedged (that may be the bug): touching it could hang.
-        # zfs_guest's teardown judges the guest; a survivor gets a fresh pool.
+        # zfs_guest's teardown judges the guest and then lets it go.
         g.pool_spec = None
         return
     if g.fit:
