@@ -308,3 +308,23 @@ def test_verify_refuses_a_module_that_is_not_the_build():
         z.verify({"spl": "SPL1", "zfs": "DISTRO"})
     with pytest.raises(ModuleMismatch, match=r"\(not loaded\)"):
         z.verify({"spl": None, "zfs": "ZFS1"})
+
+
+def test_an_idle_guest_is_not_a_silent_one():
+    """Silence is counted from the start of the running command, not from the last one."""
+    import time as _time
+
+    from suite.guest.ssh import Guest
+    g = Guest(1, name="t")
+    g.watch(lambda: None, 1.0)
+    g._last_ok = _time.monotonic() - 3600          # idle for an hour
+    g.check_alive()                                 # no command running: not silent
+
+    class Ex:
+        started = _time.monotonic()
+        cmd = "x"
+    g.check_alive(Ex())                             # a command that just started: not silent
+    Ex.started = _time.monotonic() - 5
+    g._beat = lambda: None                          # no heartbeat gets through
+    with pytest.raises(GuestError, match="no answer to a heartbeat"):
+        g.check_alive(Ex())
