@@ -463,7 +463,10 @@ def test_bad_trials_are_reported_not_fatal(ddir: Path):
     assert out[0]["event"] == "error" and out[0]["stage"] == "plan"
 
 
-def test_run_trial_timeout_then_next_trials_still_run(ddir: Path):
+def test_run_stops_after_a_trial_that_never_completed(ddir: Path):
+    """A request the kernel never completed may hold locks or have corrupted
+    state: later trials would test a damaged kernel, so they are reported as
+    not run (stage plan, naming the hung trial), never silently skipped."""
     need_all()
     fifo = ddir / "fifo-run"
     os.mkfifo(fifo)
@@ -477,8 +480,10 @@ def test_run_trial_timeout_then_next_trials_still_run(ddir: Path):
     lines = run_plan(ddir, files, trials)
     t = trials_of(lines)
     assert t["stuck"]["stage"] == "timeout" and t["stuck"]["res"] is None
-    assert t["next-uring"]["correct"] and t["next-aio"]["correct"]
-    assert lines[-1]["timeouts"] == 1
+    for later in ("next-uring", "next-aio"):
+        assert t[later]["stage"] == "plan" and not t[later]["correct"]
+        assert "trial stuck never completed" in t[later]["error"]
+    assert lines[-1]["timeouts"] == 1 and lines[-1]["plan_errors"] == 2
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@ imports only ``suite.ioengine.plan`` (the host/guest data format) and
 Modules: ``plan`` (requests and results), ``content`` (deterministic bytes, the
 file model), ``counters`` (kstats, module parameters), ``queues`` (buffers; sync,
 libaio, io_uring), ``trials`` (files and the ``run`` command), ``stress``
-(``hold``, ``flood``), ``cli``. Run in the guest as ``python -m suite.ioengine``.
+(``hold``, ``flood``), ``barriers`` (``inflight``: writes in flight around a
+barrier; ``append``), ``cli``. Run in the guest as ``python -m suite.ioengine``.
 
 Request shapes
 --------------
@@ -61,6 +62,7 @@ to that trial only (see :class:`ParamManager`); missing ones are listed in
 ``write-file PATH --size N --seed S``: one ``write-file`` line.
 ``hold``: ``submitted`` (printed as soon as the submit returns), optional
 ``probe``, then ``completed`` (exit 0) or ``timeout`` (exit 3).
+``inflight`` / ``append``: see :mod:`suite.ioengine.barriers`.
 ``flood``: one ``flood`` line with per-submitter counts and counter samples
 (exit 3 if a submitter hung or left requests in flight).
 A FIFO given as a file opens O_RDWR and its reads never complete: that is how

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
+from .barriers import add_commands as add_write_commands
 from .counters import to_int
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .stress import cmd_flood, cmd_hold, parse_sample
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--sample", action="append", type=parse_sample, metavar="NAME=PATH[#FIELD]")
     f.add_argument("--sample-ms", type=float, default=50.0)
     f.set_defaults(func=cmd_flood)
+    add_write_commands(sub)
     return p
 
 

@@ -52,13 +52,20 @@ class FileSpec:
     size: int
     seed: Any
     create: bool = True
+    # Writes known to have landed on an existing file (create=False), as
+    # (offset, length, seed): how a file is checked after export/import or a crash.
+    overlays: list[tuple[int, int, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FileSpec":
-        return cls(str(d["path"]), int(d["size"]), d["seed"], bool(d.get("create", True)))
+        return cls(str(d["path"]), int(d["size"]), d["seed"], bool(d.get("create", True)),
+                   [(int(o), int(n), s) for o, n, s in d.get("overlays") or []])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "seed": self.seed, "create": self.create}
+        d = {"path": self.path, "size": self.size, "seed": self.seed, "create": self.create}
+        if self.overlays:
+            d["overlays"] = [list(x) for x in self.overlays]
+        return d
 
 
 @dataclass
@@ -79,6 +86,7 @@ class Request:
     timeout_s: float = DEFAULT_TIMEOUT_S
     rw_flags: int = 0
     write_seed: Any = None
+    rlimit_fsize: int = 0           # >0: RLIMIT_FSIZE for this trial (SIGXFSZ ignored)
 
     @property
     def total_len(self) -> int:
@@ -95,6 +103,7 @@ class Request:
             params=dict(d.get("params") or {}), counters=dict(d.get("counters") or {}),
             timeout_s=float(d.get("timeout_s", DEFAULT_TIMEOUT_S)),
             rw_flags=int(d.get("rw_flags", 0)), write_seed=d.get("write_seed"),
+            rlimit_fsize=int(d.get("rlimit_fsize", 0)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +118,8 @@ class Request:
             d["rw_flags"] = self.rw_flags
         if self.write_seed is not None:
             d["write_seed"] = self.write_seed
+        if self.rlimit_fsize:
+            d["rlimit_fsize"] = self.rlimit_fsize
         return d
 
     def problems(self) -> list[str]:
@@ -173,6 +184,9 @@ class Result:
     unverified_bytes: int = 0
     overrun_bytes: int = 0
     verify: str | None = None       # reads: "buffer"; writes: readback-direct|readback-buffered
+    size_before: int | None = None  # writes: st_size before and after the trial
+    size_after: int | None = None
+    beyond_bytes: int = 0           # writes: nonzero bytes found past what res says was written
     correct: bool = False
     latency_us: float | None = None
     counters: dict[str, int | None] = field(default_factory=dict)

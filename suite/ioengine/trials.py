@@ -8,10 +8,13 @@ import errno as errno_mod
 import json
 import mmap
 import os
+import resource
+import signal
 import stat
 import sys
 import time
-from typing import IO, Any
+from contextlib import contextmanager
+from typing import IO, Any, Iterator
 
 from .content import FileModel, compare, pattern
 from .counters import ParamManager, counter_deltas, counter_spec, snapshot_counters
@@ -168,7 +171,9 @@ class Engine:
                 info["actual_size"] = None
                 info["error"] = errno_name(e.errno)
         info["size_mismatch"] = info.get("actual_size") != spec.size
-        self.files[spec.path] = FileModel(spec.path, spec.seed, spec.size)
+        model = self.files[spec.path] = FileModel(spec.path, spec.seed, spec.size)
+        for off, n, seed in spec.overlays:
+            model.record_write(off, n, seed)
         return info
 
     def queue(self, interface: str) -> LibaioQueue | IoUringQueue:
@@ -224,11 +229,17 @@ class Engine:
             wseed = req.write_seed if req.write_seed is not None else f"{model.seed}@{req.id}"
             if req.op == "write":
                 bufs.fill(pattern(wseed, max(req.offset, 0), req.total_len))
+                r.size_before = os.fstat(fd).st_size
             before = snapshot_counters(specs)
             t0 = time.perf_counter_ns()
-            res, err, stage = self._issue(req, fd, bufs)
+            with file_size_limit(req.rlimit_fsize):
+                res, err, stage = self._issue(req, fd, bufs)
             r.latency_us = round((time.perf_counter_ns() - t0) / 1000, 1)
             r.counters = counter_deltas(before, snapshot_counters(specs))
+            if req.op == "write" and stage != "timeout":
+                r.size_after = os.fstat(fd).st_size
+                landed = req.offset + max(res or 0, 0)
+                r.beyond_bytes = max(0, r.size_after - max(r.size_before or 0, landed))
             if stage == "timeout":
                 abandoned = True
                 self.abandon(req.interface, bufs, fd)
@@ -248,7 +259,7 @@ class Engine:
             if res is not None and res > 0:
                 self._verify(req, r, model, bufs, res, wseed)
             r.correct = bool(r.len_ok and not err and r.wrong_bytes == 0
-                             and r.overrun_bytes == 0)
+                             and r.overrun_bytes == 0 and r.beyond_bytes == 0)
             return r
         finally:
             if not abandoned:
@@ -324,6 +335,23 @@ class Engine:
         r.unverified_bytes = c.unverified_bytes
 
 
+@contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """RLIMIT_FSIZE = ``limit`` (0: leave it) with SIGXFSZ ignored, so a write
+    past it is cut short or fails with EFBIG instead of killing the engine."""
+    if limit <= 0:
+        yield
+        return
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_sig = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+        signal.signal(signal.SIGXFSZ, old_sig)
+
+
 def load_plan(source: str) -> Plan:
     text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
     return Plan.from_dict(json.loads(text))
@@ -353,8 +381,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 emit({"event": "file", "path": spec.path, "error": errno_name(e.errno),
                       "message": str(e)})
                 engine.files[spec.path] = FileModel(spec.path, spec.seed, spec.size)
+        hung = None
         for req in plan.trials:
-            r = engine.run(req)
+            if hung is not None:        # the kernel did not complete a request: stop here
+                r = Result(id=req.id, condition=req.condition, interface=req.interface,
+                           op=req.op, stage="plan",
+                           error=f"not run: trial {hung} never completed before it")
+            else:
+                r = engine.run(req)
+                hung = req.id if r.stage == "timeout" else None
             emit(r.to_dict())
             summary["trials"] += 1
             summary["correct"] += r.correct
