@@ -9,7 +9,7 @@ and give it back.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from suite.build.recipe import BuildRecord
@@ -33,6 +33,7 @@ class GuestShape:
     size_mib: int = 1024
     memory: str = "4G"
     cpus: int = 2
+    append: tuple[str, ...] = ()        # extra kernel command line (e.g. slub_debug=...)
 
 
 @dataclass
@@ -45,6 +46,14 @@ class ZfsGuest:
     loaded: dict[str, str]              # srcversions, verified against the build record
     pool_spec: PoolSpec | None = None   # the pool that exists in it now
     fit: bool = True
+    replaced_by: "ZfsGuest | None" = None   # the guest booted on its disks after a power cut
+
+    def latest(self) -> "ZfsGuest":
+        """This guest, or the one that took over its disks after a power cut."""
+        g = self
+        while g.replaced_by is not None:
+            g = g.replaced_by
+        return g
 
 
 @dataclass
@@ -92,13 +101,15 @@ class Guests:
             raise
         return g
 
-    def _boot(self, shape: GuestShape) -> ZfsGuest:
+    def _boot(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:
         self.boots += 1
-        spec = VMSpec(kernel_image=Path(self.record.kernel["vmlinuz"]), accel=self.accel,
-                      workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
-                      memory=shape.memory, cpus=shape.cpus,
-                      nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
-                      name=f"ozfs-{self.worker}-{self.boots}")
+        spec = spec or VMSpec(
+            kernel_image=Path(self.record.kernel["vmlinuz"]), accel=self.accel,
+            workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
+            memory=shape.memory, cpus=shape.cpus,
+            nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
+            append=["sysrq_always_enabled", *shape.append],
+            name=f"ozfs-{self.worker}-{self.boots}")
         vm = VM(spec)
         try:
             vm.start()
@@ -108,6 +119,20 @@ class Guests:
             raise
         return ZfsGuest(vm, Zfs(vm.guest(), self.record, devices=vm.nvme_devices), shape,
                         set(), {})
+
+    def power_cut(self, g: ZfsGuest, log: Path) -> ZfsGuest:
+        """Cut ``g``'s power and boot a fresh guest on the same NVMe images, the
+        build loaded and verified; its pools are not imported yet. Returns the
+        new guest (also ``self.current``)."""
+        g.vm.power_cut()
+        g.fit = False
+        self.current = None
+        new = self._boot(g.shape, replace(g.vm.spec, reuse_images=True))
+        self.current = g.replaced_by = new
+        new.zfs.guest.set_log(log)
+        new.loaded = new.zfs.load()
+        new.params = set(new.zfs.param_values())
+        return new
 
     def begin_case(self, g: ZfsGuest, label: str) -> CaseWatch:
         g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg", timeout=20, check=False)

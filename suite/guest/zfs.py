@@ -118,6 +118,27 @@ class Zfs:
                                  detail=dmesg)
         return self.verify()
 
+    def reload(self, params: dict[str, str], timeout: float = 120) -> dict[str, str]:
+        """Load zfs.ko again with load-time ``params`` (e.g. a taskq depth that
+        cannot change later); every pool must be exported first. Verified: the
+        build's srcversion, and each parameter reading back as given."""
+        r = self.guest.run("rmmod zfs", timeout=timeout, check=False)
+        if r.rc != 0:
+            raise GuestError(f"rmmod zfs failed: {r.stderr.strip()}",
+                             fix="export every pool (and stop its users) before a reload")
+        loaded = self.load(params, timeout)
+        for name, want in params.items():
+            got = self.get_param(name)
+            if got != str(want):
+                raise ParamNotSet(f"load-time parameter {name}={want} reads back {got}",
+                                  fix="the build ignores it at load; check the series")
+        return loaded
+
+    def export_import(self, pool: str, timeout: float = 300) -> None:
+        """Export and import ``pool``: nothing of its data stays cached in memory."""
+        self.zpool("export", pool, timeout=timeout)
+        self.zpool("import", "-d", "/dev", pool, timeout=timeout)
+
     def record_deps(self) -> list[str]:
         """Kernel modules spl.ko/zfs.ko depend on (modinfo in the guest)."""
         kos = " ".join(shlex.quote(m.path) for m in self.record.modules.values())

@@ -137,6 +137,7 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
         yield g.zfs
     finally:
         rep = getattr(item, "rep_call", None)
+        g = g.latest()                  # a power-cut case ends on the guest it rebooted into
         end = guests.end_case(g, watch, case_dir / "evidence",
                               getattr(item, "ozfs_teardown_problem", ""),
                               failed=bool(rep and rep.failed))

@@ -41,6 +41,8 @@ RULES: tuple[Rule, ...] = (
     _rule("lockup", "error", r"soft lockup - CPU#|hard LOCKUP"),
     _rule("panic", "fatal", r"Kernel panic - not syncing"),
     _rule("spl_panic", "error", r"\bPANIC at \S+:\d+:|\bVERIFY3?\w*\(.*\) failed"),
+    _rule("slub", "error", r"\bBUG [\w.:-]+ \(.*\): |Redzone overwritten|Poison overwritten"
+                           r"|Object padding overwritten|Freepointer corrupt"),
     _rule("oops", "error", r"\bOops\b|general protection fault|BUG: unable to handle|Unable to handle kernel"),
     _rule("bug", "error", r"\bBUG: |kernel BUG at "),
     _rule("warning", "warning", r"\bWARNING: "),

@@ -67,6 +67,7 @@ class VMSpec:
     name: str = "ozvm"
     force_9p: bool = True  # vng's virtiofsd fallback costs ~3s when only the C virtiofsd exists
     microvm: bool = False  # microvm (KVM only) has no i8042: no Alt-SysRq from the monitor
+    reuse_images: bool = False  # boot on the NVMe images a previous guest left (after a power cut)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -164,6 +165,11 @@ class VM:
         check_disk_space(self.workdir, self.spec.nvme.total_mib)
         self.images = [self.workdir / f"nvme{d.index}.img" for d in disks]
         for d, img in zip(disks, self.images):
+            if self.spec.reuse_images and img.is_file() and img.stat().st_size == d.size_mib << 20:
+                continue
+            if self.spec.reuse_images:
+                raise VMError(f"cannot reuse {img}: missing or not {d.size_mib} MiB",
+                              fix="a power-cut reboot needs the images the previous guest used")
             create_sparse(img, d.size_mib)
 
     def _prepare_monitor(self) -> None:
@@ -405,6 +411,15 @@ class VM:
             shutil.rmtree(self._mon_dir, ignore_errors=True)
             self._mon_dir = None
         _LIVE.discard(self)
+
+    def power_cut(self) -> None:
+        """Stop the guest's CPUs and kill qemu at once: nothing that was only in
+        guest memory reaches the NVMe images (they stay, for a reboot on them)."""
+        try:
+            self.monitor("stop", timeout=2.0)
+        except Exception:  # noqa: BLE001 - the kill below is what counts
+            pass
+        self.kill(grace=0.0)
 
     def _reap(self, grace: float = 5.0) -> None:
         self._stop_reaper()
