@@ -19,35 +19,12 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.faults import hold
+from suite.casekit.faults import TEARDOWNS, restore_after, teardown_cmd, teardown_refused, hold
 from suite.errors import GuestError
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 
 SIZE = 1 << 20
-TEARDOWNS = ["rollback", "unmount", "unmount-lazy", "export", "destroy-clone"]
-# Linux refuses to unmount a filesystem with an open file: for these a clean
-# "busy" refusal is a correct outcome (the read and the dataset must still be
-# fine). rollback suspends the filesystem under open files and must succeed;
-# unmount-lazy detaches at once and tears down when the held read lets go.
-MAY_REFUSE_BUSY = {"unmount", "export", "destroy-clone"}
-
-
-def _teardown_cmd(z, op: str, ds: str, clone: str) -> str:
-    zfs, zpool = z.cmd("zfs"), z.cmd("zpool")
-    pool = ds.split("/")[0]
-    return {"rollback": f"{zfs} rollback -r {ds}@before",
-            "unmount": f"{zfs} unmount -f {ds}",
-            "unmount-lazy": f"umount -l $({zfs} get -H -o value mountpoint {ds})",
-            "export": f"{zpool} export -f {pool}",
-            "destroy-clone": f"{zfs} destroy -r -f {clone}"}[op]
-
-
-def _restore(z, op: str, ds: str, pool: str) -> None:
-    if op in ("unmount", "unmount-lazy"):
-        z.zfs("mount", ds, timeout=120, check=False)
-    elif op == "export" and pool not in z.pools():     # not when it refused (busy)
-        z.zpool("import", "-d", "/dev", pool, timeout=300)
 
 
 @pytest.mark.bug("rollback-drain-deadlock")
@@ -75,7 +52,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     delay = accel.deadline(5)                     # 5 s under KVM, 30 s under TCG
     held = hold(z, engine, path, "held", SIZE, delay, reader, accel.scale)
     (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
-    td = z.guest.background(_teardown_cmd(z, op, target_ds, clone))
+    td = z.guest.background(teardown_cmd(z, op, target_ds, clone))
     deadline = delay + accel.deadline(30)
     try:
         td_result = td.wait(deadline)
@@ -91,8 +68,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
         symptom("hang", problems[-1], row=f"{reader} reader")
     elif td_result.rc != 0:
-        busy = "busy" in td_result.stderr
-        if not (busy and op in MAY_REFUSE_BUSY):
+        if not teardown_refused(op, td_result.stderr):
             problems.append(f"`{op}` failed rc={td_result.rc}: {td_result.stderr.strip()[-300:]}")
             symptom(f"error:{op}", problems[-1], row=f"{reader} reader")
         (case_dir / "outcome.txt").write_text(f"{op}: refused ({td_result.stderr.strip()})\n")
@@ -105,7 +81,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     assert not problems, "\n".join(problems + ["armed: " + "; ".join(held.proof)])
 
     z.zinject("-c", "all", check=False)
-    _restore(z, op, pool.name, pool.pool.name)
+    restore_after(z, op, pool.name, pool.pool.name)
     after = pool.path("after.bin")
     res = engine.run({"files": [{"path": after, "size": SIZE, "seed": "after"}],
                       "trials": [{"id": "r", "file": after, "segments": [{"len": SIZE}],

@@ -30,7 +30,8 @@ PAGE = 4096
 # Dataset properties for DIO cases: nothing cached, Direct I/O honoured.
 DIO_PROPS = {"primarycache": "metadata", "direct": "standard", "compression": "off",
              "recordsize": "128K"}
-PINNED_COUNTERS = ("zfs_async_read_pinned_copies",)
+PINNED_COUNTERS = {"read": "zfs_async_read_pinned_copies",
+                   "write": "zfs_async_write_pinned_copies"}
 # Parameters that are counters (they move with I/O): never "restored".
 COUNTER_PARAMS = ("zfs_async_read_pinned_copies", "zfs_async_write_pinned_copies")
 TASKQ_KSTATS = "/proc/spl/kstat/taskq"
@@ -107,37 +108,41 @@ class Shape:
                 and self.length % PAGE == 0)
 
 
-def counters(pool: str, have_params: set[str]) -> dict[str, dict]:
-    """Counter specs for the engine: pool iostats, the series' pinned-copy counter,
-    and the tasks dispatched to the pool's async taskqs (SPL taskq kstats; the
-    taskqs are created on first use, so none yet counts as zero)."""
+def counters(pool: str, have_params: set[str], op: str = "read") -> dict[str, dict]:
+    """Counter specs for the engine: pool iostats (``direct_<op>_count``,
+    ``arc_<op>_count``), the series' pinned-copy counter for ``op``, and the
+    tasks dispatched to the pool's async taskqs (SPL taskq kstats; the taskqs
+    are created on first use, so none yet counts as zero)."""
     kstat = f"/proc/spl/kstat/zfs/{pool}/iostats"
     out: dict[str, dict] = {
-        "direct_read_count": {"path": kstat, "field": "direct_read_count"},
-        "arc_read_count": {"path": kstat, "field": "arc_read_count"},
+        f"direct_{op}_count": {"path": kstat, "field": f"direct_{op}_count"},
+        f"arc_{op}_count": {"path": kstat, "field": f"arc_{op}_count"},
         ASYNC_TASKS: {"glob": f"{TASKQ_KSTATS}/zpl_async_*_{pool}.*",
                       "field": "tasks_dispatched"},
     }
-    for p in PINNED_COUNTERS:
-        if p in have_params:
-            out["pinned_copies"] = {"path": f"{PARAMS}/{p}"}
+    if PINNED_COUNTERS[op] in have_params:
+        out["pinned_copies"] = {"path": f"{PARAMS}/{PINNED_COUNTERS[op]}"}
     return out
 
 
 def plan(file: FileSpec, shape: Shape, conditions: Iterable[Condition], trials: int | None,
          pool: str, have_params: set[str], o_direct: bool = True,
-         extra_params: dict[str, int] | None = None) -> Plan:
-    """Alternate ``conditions`` trial by trial, ``trials`` rounds (default 14)."""
+         extra_params: dict[str, int] | None = None, op: str = "read",
+         stride: int = 0, req_fields: dict | None = None) -> Plan:
+    """Alternate ``conditions`` trial by trial, ``trials`` rounds (default 14).
+    ``stride``: trial i goes to ``shape.offset + i * stride`` (writes: every
+    trial leaves its own bytes, so the whole file can be checked afterwards)."""
     conds = list(conditions)
-    specs = counters(pool, have_params)
+    specs = counters(pool, have_params, op)
     reqs = []
     for i, c in enumerate(alternate(conds, trials or DEFAULT_TRIALS)):
         params = dict(extra_params or {})
         params.update({k: v for k, v in c.params if k in have_params or k not in c.optional})
         reqs.append(Request(id=f"{i:04d}", file=file.path, segments=shape.segments(),
-                            interface=c.interface, op="read", vectored=shape.vectored,
-                            offset=shape.offset, o_direct=o_direct, condition=c.label,
-                            params=params, counters=specs))
+                            interface=c.interface, op=op, vectored=shape.vectored,
+                            offset=shape.offset + i * stride, o_direct=o_direct,
+                            condition=c.label, params=params, counters=specs,
+                            **(req_fields or {})))
     return Plan([file], reqs)
 
 
@@ -162,6 +167,10 @@ def symptom_of(c: Condition, r: dict) -> Symptom | None:
                        f"{r.get('stage')}", row)
     if col == "overrun":
         return Symptom("overrun", f"{r.get('overrun_bytes')} bytes written past the buffers", row)
+    if r.get("beyond_bytes"):
+        return Symptom("past-end", f"res={r.get('res')} but the file grew "
+                       f"{r.get('beyond_bytes')} bytes past what was reported written "
+                       f"(size {r.get('size_before')} -> {r.get('size_after')})", row)
     if r.get("res") != r.get("expected_len"):
         return Symptom("short", f"res={r.get('res')}, expected {r.get('expected_len')}", row)
     return Symptom("wrong-bytes", f"{r.get('wrong_bytes')} wrong, first at "
@@ -336,7 +345,11 @@ class DioBench:
     def run(self, title: str, file: FileSpec, shape: Shape, conditions: Iterable[Condition],
             expect: dict[str, Expectation] | Expectation, notes: Iterable[str] = (),
             o_direct: bool = True, extra_params: dict[str, int] | None = None,
-            name: str = "") -> Verdict:
+            name: str = "", op: str = "read", stride: int = 0, req_fields: dict | None = None,
+            after: Callable[[Plan, list[dict]], Iterable[Symptom]] | None = None) -> Verdict:
+        """Plan, run and judge one table. ``after(plan, results)``: checks once all
+        trials ran (e.g. every write's bytes after an export/import); its symptoms
+        fail the case as a row of their own."""
         conds, skipped = self.split(conditions)
         if not any(not c.control for c in conds):
             import pytest
@@ -346,13 +359,20 @@ class DioBench:
             conds = [replace(c, via="") for c in conds]
         exp = expect if isinstance(expect, dict) else {c.label: expect for c in conds}
         p = plan(file, shape, conds, self.trials, self.pool, self.have_params, o_direct,
-                 extra_params)
+                 extra_params, op, stride, req_fields)
         timeout = 60 + 2 * len(p.trials)
         results = self.engine.run(p, timeout=timeout, name=name or shape.name)
+        verb = f"P{op.upper()}{'V' if shape.vectored else ''}"
+        each = shape.seg_len if shape.vectored else shape.length
         v = judge(title, p, conds, results, exp, skipped,
-                  [f"shape {shape.name}: {len(shape.segments())} x {shape.seg_len if shape.vectored else shape.length} B"
-                   f" at page offset {shape.page_offset}, file offset {shape.offset}, "
-                   f"{'PREADV' if shape.vectored else 'PREAD'}", *notes])
+                  [f"shape {shape.name}: {len(shape.segments())} x {each} B at page offset "
+                   f"{shape.page_offset}, file offset {shape.offset}"
+                   f"{f' + trial x {stride}' if stride else ''}, {verb}", *notes])
+        if after is not None:
+            late = list(after(p, results))
+            for sym in late:
+                v.failures.append(f"{sym.row}: {sym.kind}: {sym.detail}")  # = table.failures
+            v.symptoms.extend(late)
         self.finish(v)
         return v
 

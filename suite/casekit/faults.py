@@ -110,3 +110,37 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
         state = task_state(zfs, held.pid)
         held.proof.append(f"submitter pid {held.pid} state/wchan: {state}")
     return held
+
+
+# -- teardown of a dataset with I/O held in flight ---------------------------------
+
+TEARDOWNS = ["rollback", "unmount", "unmount-lazy", "export", "destroy-clone"]
+# Linux refuses to unmount a filesystem with an open file: for these a clean
+# "busy" refusal is a correct outcome (the I/O and the dataset must still be
+# fine). rollback suspends the filesystem under open files and must succeed;
+# unmount-lazy detaches at once and tears down when the held I/O lets go.
+MAY_REFUSE_BUSY = {"unmount", "export", "destroy-clone"}
+
+
+def teardown_cmd(z: Zfs, op: str, ds: str, clone: str) -> str:
+    """The shell command for teardown ``op`` of dataset ``ds`` (or its ``clone``)."""
+    zfs, zpool = z.cmd("zfs"), z.cmd("zpool")
+    pool = ds.split("/")[0]
+    return {"rollback": f"{zfs} rollback -r {ds}@before",
+            "unmount": f"{zfs} unmount -f {ds}",
+            "unmount-lazy": f"umount -l $({zfs} get -H -o value mountpoint {ds})",
+            "export": f"{zpool} export -f {pool}",
+            "destroy-clone": f"{zfs} destroy -r -f {clone}"}[op]
+
+
+def teardown_refused(op: str, stderr: str) -> bool:
+    """A clean "busy" refusal, which is a correct outcome for some teardowns."""
+    return "busy" in stderr and op in MAY_REFUSE_BUSY
+
+
+def restore_after(z: Zfs, op: str, ds: str, pool: str) -> None:
+    """Put the dataset back after teardown ``op`` (mount it, import the pool)."""
+    if op in ("unmount", "unmount-lazy"):
+        z.zfs("mount", ds, timeout=120, check=False)
+    elif op == "export" and pool not in z.pools():     # not when it refused (busy)
+        z.zpool("import", "-d", "/dev", pool, timeout=300)

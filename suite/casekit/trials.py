@@ -51,12 +51,12 @@ class Served:
 
 
 def served(counters: dict[str, int | None]) -> Served:
-    """Attribute one trial. ``direct_read_count`` moving means the Direct I/O path
-    issued the read; ``arc_read_count`` or the series' pinned-copy debug counter
+    """Attribute one trial (a write: the ``_write_`` twins). ``direct_read_count``
+    moving means the Direct I/O path issued the read; ``arc_read_count`` or the series' pinned-copy debug counter
     moving means (part of) it went through the ARC. A DIO read of a block that
     was already cached moves neither: cases control caching before measuring."""
-    d = counters.get("direct_read_count")
-    a = counters.get("arc_read_count")
+    d = counters.get("direct_read_count", counters.get("direct_write_count"))
+    a = counters.get("arc_read_count", counters.get("arc_write_count"))
     pinned = counters.get("pinned_copies")
     if d is None and a is None:
         return Served(False, False, False)

@@ -12,11 +12,21 @@ Kinds (strings, so manifests can name them):
 - I/O outcomes: ``EINVAL``, ``EFAULT``, ``error:<ERRNO>``, ``short``,
   ``wrong-bytes``, ``overrun``, ``no-EINVAL`` (success where EINVAL was due),
   ``served-by-ARC`` / ``served-by-DIO`` (the other path than the one due);
+- writes: ``past-end`` (the file grew past what the call said it wrote),
+  ``no-short`` (a write the limit should have cut came back whole),
+  ``past-limit`` (a file grew past RLIMIT_FSIZE), ``no-EFBIG``, ``order``
+  (appends landed out of submission order), ``size``, ``mixed`` (a range
+  neither wholly old nor wholly new);
+- barriers: ``early-barrier`` (fsync/syncfs returned before a write submitted
+  before it completed), ``late-barrier`` (it kept waiting for later writes),
+  ``lost-after-barrier`` (acknowledged bytes gone after a power cut),
+  ``slow-fsync``; ``starved`` (an async read waited behind held writes);
 - proof missing (never a catch): ``no-result`` (the I/O was never issued or
   never completed), ``unproven`` (counters missing or frozen, a parameter not
   read back, a condition not shown to take its path);
 - guest state: ``D-state`` (with the stack functions), ``kernel:<kind>``
-  (``kernel:warning``, ``kernel:hung_task``, ``kernel:lockdep``, ...),
+  (``kernel:warning``, ``kernel:hung_task``, ``kernel:lockdep``,
+  ``kernel:spl_panic``, ``kernel:slub`` (a SLUB red zone or poison report), ...),
   ``guest-lost``, ``hang`` (an operation that did not finish in its deadline);
 - harness: ``guest-error``, ``not-armed``, ``setup``, ``backstop``,
   ``assertion`` (a failed assert that recorded no symptom).

@@ -46,6 +46,9 @@ class KnownBug:
     fixed: str
     cases: tuple[str, ...] = ()
     symptom: SymptomSpec | None = None      # what counts as catching it
+    # Why no case can show it yet and what would (e.g. "kasan: a use-after-free
+    # that leaves the bytes right"): the bug is recorded, not run.
+    deferred: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def load_manifest(path: Path) -> Manifest:
         bugs = tuple(KnownBug(id=b["id"], title=b.get("title", ""), bad=b["bad"],
                               fixed=b["fixed"], cases=tuple(b.get("cases", ())),
                               symptom=SymptomSpec.from_dict(b["symptom"])
-                              if "symptom" in b else None)
+                              if "symptom" in b else None, deferred=b.get("deferred", ""))
                      for b in data.get("bugs", []))
     except (KeyError, ValueError, TypeError) as e:
         raise SeriesError(f"{path}: a [[bugs]] entry is malformed: {e}",

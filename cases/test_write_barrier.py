@@ -1,0 +1,253 @@
+"""Durability of async O_DIRECT writes: fsync/syncfs while they are in flight
+(openzfs/zfs#18902).
+
+A queued write has no ZIL record until its task runs, so a barrier has to wait
+for the writes submitted before it. The series got this wrong three times:
+fsync went straight to zil_commit (until 317cbaa57), syncfs did (until
+dc643dc20), and then both counted *any* completion, so a later, faster write
+let them return while an earlier one was still held (until 3d0b7bc20).
+
+The writes are held by a ``zinject -E`` write delay on their file, or, where
+one write of a file must be held while a later one goes through, by a delayed
+O_DIRECT read of its range (the write waits for the read's range lock, as the
+PR's aio_barrier_race does). The overlap is certain and proven: the engine
+reports the writes outstanding when the barrier starts. Properties:
+
+- a barrier returns only after every write submitted before it has completed;
+- after the barrier returns, a power cut loses nothing it acknowledged: the
+  guest is killed the moment the barrier returns, a fresh guest boots on the
+  same NVMe images and imports the pool (ZIL replay), and the bytes are there;
+- two writes to the same range in flight together leave all of one or all of the
+  other, and a barrier after both waits for both;
+- fsync of a file with no async write returns at once (async on and off), on a
+  guest whose znodes come poisoned, not zeroed, from the slab.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.engine import EngineRunner
+from suite.casekit.faults import NotArmed, hold
+from suite.casekit.writes import SLUB_DEBUG, WRITE_PROPS, arm_write_delay, run_inflight, verify_file
+from suite.errors import GuestError
+from suite.ioengine.plan import FileSpec
+
+pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject,
+              pytest.mark.pool(props=WRITE_PROPS)]
+
+SIZE = 64 * 1024
+W = 4096
+
+
+def _setup(z, pool, engine, accel, async_, names=("one.bin",)):
+    if z.has_param(ASYNC_PARAM):
+        z.set_param(ASYNC_PARAM, async_)
+    elif async_:
+        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    paths = [pool.path(n) for n in names]
+    for p in paths:
+        engine.oneshot("write-file", p, "--size", str(SIZE), "--seed", "base")
+    z.guest.run("sync", timeout=accel.deadline(30))
+    return paths
+
+
+def _armed(run, async_, case_dir):
+    (case_dir / "armed.txt").write_text(run.proof() + "\n")
+    if run.first("probe") is None:
+        raise NotArmed(f"the writer never reached its barrier: {run.events[-3:]}")
+    if async_ and not run.first("probe").get("outstanding"):
+        raise NotArmed("the held write had completed before the barrier started: "
+                       "the delay did not hold it", fix="raise the delay")
+
+
+def _judge(run, accel, symptom, expect_blocks):
+    problems = []
+    end = run.end
+    if end is None or end.get("event") == "timeout":
+        problems.append(f"the writes or the barrier did not finish: {run.events[-2:]}")
+        symptom("hang", problems[-1])
+        return problems
+    if end.get("barrier_error"):
+        problems.append(f"{end['barrier']} failed: {end['barrier_error']}")
+        symptom(f"error:{end['barrier_error']}", problems[-1])
+    for early in run.early(accel.deadline(0.5)):
+        problems.append(f"{end['barrier']} returned before a write submitted before it "
+                        f"completed: {early}")
+        symptom("early-barrier", problems[-1])
+    for w in run.writes() + list(end.get("late") or []):
+        if w["res"] != w["len"]:
+            problems.append(f"write {w['tag']}: res={w['res']} ({w['errname']})")
+            symptom(f"error:{w['errname']}" if w["errname"] else "short", problems[-1])
+    for (path, off), blocks in run.blocks().items():
+        want = expect_blocks.get((path, off))
+        if want is not None and blocks not in want:
+            problems.append(f"{path} at {off}: blocks hold {blocks}, expected one of {want}")
+            symptom("wrong-bytes", problems[-1])
+    return problems
+
+
+@pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])
+@pytest.mark.parametrize("barrier", ["fsync", "fdatasync", "syncfs"])
+def test_write_barrier_waits_for_held_write(zfs_guest, pool, engine, accel, barrier, async_,
+                                            case_dir, symptom):
+    z = zfs_guest
+    (path,) = _setup(z, pool, engine, accel, async_)
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
+                                "--barrier-after-ms", "300", "--base-seed", "base"],
+                       delay * 3 + accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, async_, case_dir)
+    problems = _judge(run, accel, symptom, {(path, 0): [["w1"]]})
+    assert not problems, "\n".join(problems + [run.proof()])
+
+
+@pytest.mark.parametrize("barrier", ["fsync", "syncfs"])
+def test_write_barrier_not_satisfied_by_later_write(zfs_guest, pool, engine, accel, barrier,
+                                                    case_dir, symptom):
+    """W1 (4 KiB at 0) waits behind a held read of its range; the barrier
+    starts; W2 (the next 4 KiB of the same file for fsync, another file for
+    syncfs) is submitted after it and completes at once. The barrier must
+    still wait for W1."""
+    z = zfs_guest
+    one, two = _setup(z, pool, engine, accel, 1, ("one.bin", "two.bin"))
+    delay = accel.deadline(4)
+    held = hold(z, engine, one, "base", SIZE, delay, "async", accel.scale, length=W)
+    late = f"{one}:{W}:{W}:w2" if barrier == "fsync" else f"{two}:0:{W}:w2"
+    run = run_inflight(engine, ["--write", f"{one}:0:{W}:w1", "--late", late,
+                                "--barrier", barrier, "--barrier-after-ms", "300",
+                                "--late-after-ms", "300", "--base-seed", "base"],
+                       delay * 3 + accel.deadline(30))
+    read = held.wait(accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, 1, case_dir)
+    problems = _judge(run, accel, symptom, {(one, 0): [["w1"]]})
+    if not read["finished"]:
+        problems.append(f"the read holding W1's range did not finish: {read['detail'][:200]}")
+        symptom("hang", problems[-1])
+    assert not problems, "\n".join(problems + [run.proof(), *held.proof])
+
+
+def test_write_barrier_not_starved_by_later_writes(zfs_guest, pool, engine, accel, case_dir,
+                                                   symptom):
+    """W1 held, fsync, then four more writes to the file, spaced half a delay
+    apart, each held as long: fsync must return once W1 is done, not when the
+    file has no write in flight any more."""
+    z = zfs_guest
+    (path,) = _setup(z, pool, engine, accel, 1)
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    late = []
+    for i in range(1, 5):
+        late += ["--late", f"{path}:{i * W}:{W}:l{i}"]
+    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", *late, "--barrier", "fsync",
+                                "--barrier-after-ms", "300", "--late-after-ms", "300",
+                                "--late-every-ms", str(int(delay * 500)), "--base-seed", "base"],
+                       delay * 8 + accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, 1, case_dir)
+    problems = _judge(run, accel, symptom, {(path, 0): [["w1"]]})
+    starved = run.waited_past(accel.deadline(2))
+    if starved:
+        problems.append(f"fsync waited for writes submitted after it: {starved}")
+        symptom("late-barrier", problems[-1])
+    assert not problems, "\n".join(problems + [run.proof()])
+
+
+def test_write_overlap_all_or_nothing(zfs_guest, pool, engine, accel, case_dir, symptom):
+    """W1 and W2, the same 16 KiB, in flight together (their file's writes
+    delayed), then fsync: the range is all W1 or all W2; fsync waits for both."""
+    z = zfs_guest
+    (path,) = _setup(z, pool, engine, accel, 1)
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    n = 4 * W
+    run = run_inflight(engine, ["--write", f"{path}:0:{n}:w1", "--write", f"{path}:0:{n}:w2",
+                                "--barrier", "fsync", "--barrier-after-ms", "300",
+                                "--base-seed", "base"], delay * 4 + accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, 1, case_dir)
+    problems = _judge(run, accel, symptom, {(path, 0): [["w1"] * 4, ["w2"] * 4]})
+    assert not problems, "\n".join(problems + [run.proof()])
+
+
+@pytest.mark.parametrize("barrier", ["fsync", "syncfs"])
+def test_write_acknowledged_survives_power_cut(zfs_guest, pool, engine, accel, guests, barrier,
+                                               case_dir, symptom):
+    """The guest's power is cut the moment the barrier returns; a fresh guest
+    imports the pool from the same NVMe images: the write the barrier
+    acknowledged must be there."""
+    z = zfs_guest
+    (path,) = _setup(z, pool, engine, accel, 1)
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    old = guests.current
+    state: dict = {}
+
+    def cut(end: dict) -> None:
+        state["barrier_end"] = end
+        state["guest"] = guests.power_cut(old, case_dir / "commands.log")
+
+    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
+                                "--barrier-after-ms", "300", "--base-seed", "base"],
+                       delay * 3 + accel.deadline(30), on_barrier_end=cut)
+    _armed(run, 1, case_dir)
+    if "guest" not in state:
+        problems = _judge(run, accel, symptom, {})
+        assert problems, "the barrier never returned, yet no problem was found"
+        pytest.fail("\n".join(problems))
+    new = state["guest"]
+    end = state["barrier_end"]
+    new.zfs.zpool("import", "-f", "-d", "/dev", pool.pool.name, timeout=accel.deadline(120))
+    fresh = EngineRunner(new.zfs.guest, case_dir / "engine-after-power-cut", scale=accel.scale)
+    r = verify_file(fresh, FileSpec(path, SIZE, "base"), [(0, W, "w1")], SIZE, "after-power-cut")
+    (case_dir / "power-cut.txt").write_text(
+        f"barrier returned at t={end['t']} s with {end.get('pending')} still pending; "
+        f"power cut at once; after import: {r.get('correct')} "
+        f"(wrong bytes {r.get('wrong_bytes')}, first at {r.get('first_wrong_byte')})\n")
+    try:
+        new.zfs.zpool("destroy", "-f", pool.pool.name, timeout=accel.deadline(60), check=False)
+    except GuestError:
+        new.fit = False
+    new.pool_spec = None
+    if not r.get("correct"):
+        pending = end.get("pending")
+        symptom("lost-after-barrier",
+                f"{barrier} returned (with write(s) {pending} not yet complete), the power was "
+                f"cut, and after import the acknowledged 4 KiB at 0 is not the write's bytes "
+                f"({r.get('wrong_bytes')} wrong, first at {r.get('first_wrong_byte')})")
+        pytest.fail(f"{barrier}-acknowledged write lost across a power cut: {r}")
+
+
+@pytest.mark.guest(append=SLUB_DEBUG)
+@pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])
+def test_write_fsync_without_async_writes_returns(zfs_guest, pool, engine, accel, async_,
+                                                  symptom):
+    """Twenty new files, one buffered page each, fsync'd one by one: none may
+    wait for async writes that were never issued."""
+    z = zfs_guest
+    if z.has_param(ASYNC_PARAM):
+        z.set_param(ASYNC_PARAM, async_)
+    elif async_:
+        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    limit = accel.deadline(5)
+    h = engine.background("fsync-files", "--dir", pool.mountpoint, "-n", "20")
+    try:
+        r = h.wait(limit * 20 + accel.deadline(30))
+        lines = [ln for ln in r.stdout.splitlines() if '"done"' in ln]
+    except GuestError:
+        lines = []
+    if not lines:
+        out, _ = h.output_so_far()
+        stuck = [ln for ln in out.splitlines() if "fsync-start" in ln][-1:]
+        symptom("hang", f"fsync did not return: {stuck}")
+        pytest.fail(f"fsync of a file with no async write hung: last {stuck}")
+    done = json.loads(lines[-1])
+    slow = [(i, t) for i, t in enumerate(done["latency_s"]) if t > limit]
+    if slow:
+        symptom("slow-fsync", f"fsync took {slow} s (limit {limit:.0f} s)")
+    assert not slow, f"fsync of files with no async write took {slow} s"
