@@ -9,16 +9,22 @@ to the synchronous path, which pins its own buffer while it runs).
 """
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.faults import NotArmed
+from suite.casekit.dio import ASYNC_PARAM, TASKQ_KSTATS
+from suite.casekit.engine import parse_lines
+from suite.casekit.faults import NotArmed, arm_delay
+from suite.casekit.writes import arm_write_delay
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.async_dio]
 
 LIMIT_NAMES = ("zfs_async_dio_max_inflight", "zfs_async_read_max_inflight")
 SUBMITTERS, DEPTH, REQ = 4, 8, 1 << 20
 SIZE = 64 << 20
+PINS = "/proc/vmstat#nr_foll_pin_acquired-nr_foll_pin_released"
 
 
 @pytest.mark.pool(props={"primarycache": "metadata", "recordsize": "1M"})
@@ -65,3 +71,100 @@ def test_admission_limit_under_flood(zfs_guest, pool, engine, accel, case_dir):
     assert peak <= bound_pages, (
         f"{peak * 4096} B pinned at peak > limit {limit_bytes} + {SUBMITTERS} x {REQ} sync "
         f"fallbacks ({name}={limit}); control without the limit: {peak_control * 4096} B")
+
+
+def _taskq_dispatched(z, pool: str) -> int:
+    r = z.guest.run(f"cat {TASKQ_KSTATS}/zpl_async_*_{pool}.* 2>/dev/null | "
+                    "awk '$1==\"tasks_dispatched\"{s+=$3} END{print s+0}'", timeout=60)
+    return int(r.stdout.strip() or 0)
+
+
+@pytest.mark.zinject
+@pytest.mark.pool(props={"primarycache": "metadata", "recordsize": "1M"})
+def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, accel, case_dir,
+                                                    symptom):
+    """Reads and writes share the in-flight budget: four 1 MiB async reads of
+    one file and four 1 MiB async writes to another, every one held by a
+    ``zinject -E`` delay so all are in flight at once unless admission turns
+    them away. With the limit at 2 MiB the pinned pages stay within the limit
+    plus one synchronous request per submitter, and the requests over it fall
+    back to the synchronous path (counted: tasks dispatched to the pool's async
+    taskqs). The unlimited control run must exceed the bound, or the case
+    proves nothing."""
+    z = zfs_guest
+    name = z.first_param("zfs_async_dio_max_inflight")
+    if name is None or int(z.get_param(name)) < 1 << 20:
+        pytest.skip("the build has no byte-based zfs_async_dio_max_inflight (reads and writes)")
+    default = int(z.get_param(name))
+    rfile, wfile = pool.path("r.bin"), pool.path("w.bin")
+    for p in (rfile, wfile):
+        engine.oneshot("write-file", p, "--size", str(8 * REQ), "--seed", "adm")
+    z.guest.run("sync", timeout=accel.deadline(30))
+    delay = accel.deadline(2)
+    k, limit = 4, 2 * REQ
+
+    def held_round(limit_value: int) -> dict:
+        z.set_param(ASYNC_PARAM, 1)
+        z.set_param(name, limit_value)
+        arm_delay(z, rfile, delay)
+        arm_write_delay(z, wfile, delay)
+        stop = f"/tmp/ozfs-engine/stop-{limit_value}"
+        z.guest.run(f"mkdir -p /tmp/ozfs-engine; rm -f {stop}", timeout=30)
+        before = _taskq_dispatched(z, pool.pool.name)
+        sampler = engine.background("sample", "--sample", f"pinned={PINS}", "--stop-file", stop,
+                                    "--every-ms", "20")
+        t0 = time.monotonic()
+        while not any(e.get("event") == "sampling" for e in parse_lines(
+                sampler.output_so_far()[0])):
+            if sampler.done or time.monotonic() - t0 > accel.deadline(30):
+                raise NotArmed("the pinned-page sampler did not start")
+            time.sleep(0.2)
+        deadline = delay * (2 * k + 2) + accel.deadline(60)
+        reads = engine.background("hold", "--file", rfile, "--seed", "adm", "-k", str(k),
+                                  "--len", str(REQ), "--deadline-s", str(int(deadline)))
+        writes = engine.background("inflight", *[a for i in range(k) for a in (
+            "--write", f"{wfile}:{i * REQ}:{REQ}:w{limit_value}-{i}")], "--barrier", "none",
+            "--deadline-s", str(int(deadline)))
+        out = {"limit": limit_value}
+        for label, h in (("reads", reads), ("writes", writes)):
+            r = h.wait(deadline + accel.deadline(30))
+            ev = [e for e in parse_lines(r.stdout) if e.get("event") in ("completed", "done",
+                                                                          "timeout")]
+            out[label] = ev[-1] if ev else {"event": "missing", "stdout": r.stdout[-300:]}
+        z.guest.run(f"touch {stop}", timeout=30)
+        s = parse_lines(sampler.wait(accel.deadline(30)).stdout)
+        z.zinject("-c", "all", check=False)
+        pins = next(e for e in s if e.get("event") == "sample")["samples"]["pinned"]
+        out["peak_pinned_bytes"] = (pins["max"] - pins["first"]) * 4096
+        out["dispatched"] = _taskq_dispatched(z, pool.pool.name) - before
+        (case_dir / f"held-{limit_value}.json").write_text(json.dumps(out, indent=1))
+        ok_reads = out["reads"].get("all_correct")
+        ok_writes = out["writes"].get("event") == "done" and all(
+            w["res"] == REQ for w in out["writes"].get("writes", []))
+        if not (ok_reads and ok_writes):
+            symptom("no-result", f"limit {limit_value}: reads {out['reads'].get('event')}, "
+                    f"writes {out['writes'].get('event')}")
+            pytest.fail(f"held I/O did not complete correctly under limit {limit_value}: "
+                        f"{json.dumps(out)[:600]}")
+        return out
+
+    bound = limit + 2 * REQ            # the budget + one synchronous request per submitter
+    limited, control = held_round(limit), held_round(default)
+    (case_dir / "admission.txt").write_text(
+        f"{name}={limit}: peak pinned {limited['peak_pinned_bytes']} B (bound {bound} B), "
+        f"{limited['dispatched']} of {2 * k} requests async, {2 * k - limited['dispatched']} "
+        f"fell back to sync\n{name}={default} (control): peak pinned "
+        f"{control['peak_pinned_bytes']} B, {control['dispatched']} of {2 * k} async\n")
+    if control["peak_pinned_bytes"] <= bound:
+        raise NotArmed(f"the unlimited control pinned only {control['peak_pinned_bytes']} B at "
+                       f"peak (bound {bound} B): the case cannot tell a limit from none")
+    problems = []
+    if limited["peak_pinned_bytes"] > bound:
+        problems.append(f"{limited['peak_pinned_bytes']} B pinned at peak with {name}={limit}: "
+                        f"over the bound {bound} B (reads and writes together)")
+        symptom("over-limit", problems[-1])
+    if limited["dispatched"] >= 2 * k:
+        problems.append(f"all {2 * k} requests went async under a {limit} B budget: no sync "
+                        f"fallback")
+        symptom("over-limit", problems[-1])
+    assert not problems, "\n".join(problems)

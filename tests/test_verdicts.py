@@ -328,3 +328,16 @@ def test_an_idle_guest_is_not_a_silent_one():
     g._beat = lambda: None                          # no heartbeat gets through
     with pytest.raises(GuestError, match="no answer to a heartbeat"):
         g.check_alive(Ex())
+
+
+def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
+    from suite.report import knownbugs
+    from suite.source.series import KnownBug, Manifest
+    m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
+        KnownBug("uaf", "t", "a" * 40, "b" * 40, deferred="kasan: bytes stay right"),))
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
+    ran = []
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: ran.append(a))
+    assert knownbugs.run_bugs("s", [], "", []) == 0
+    out = capsys.readouterr().out
+    assert not ran and "uaf" in out and "deferred: kasan" in out

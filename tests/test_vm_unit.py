@@ -141,3 +141,29 @@ def test_a_channel_closed_without_exit_status_is_a_lost_guest() -> None:
     ex = channel._Exec(None, _ClosedChan(), "x")  # type: ignore[arg-type]
     assert ex.step()
     assert ex.lost and ex.rc is None
+
+
+def test_power_cut_reboot_reuses_the_images_and_refuses_missing_ones(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, nvme=NvmeSpec(count=1, size_mib=8))
+    first = vm.VM(spec)
+    first._prepare_disks()
+    (img,) = first.images
+    with open(img, "r+b") as f:             # what the old guest left on its disk
+        f.write(b"pool label")
+    again = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=1, size_mib=8), reuse_images=True))
+    again._prepare_disks()
+    assert img.read_bytes()[:10] == b"pool label"
+    fresh = vm.VM(spec)
+    fresh._prepare_disks()
+    assert img.read_bytes()[:10] == bytes(10), "a new guest starts on blank disks"
+    img.unlink()
+    with pytest.raises(VMError, match="cannot reuse"):
+        vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=1, size_mib=8), reuse_images=True))._prepare_disks()
+
+
+def test_shape_kernel_arguments_reach_the_command_line(tmp_path: Path) -> None:
+    v = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=0),
+                    append=["sysrq_always_enabled", "init_on_alloc=0"]))
+    cmd = v.vng_command(40124)
+    pairs = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--append"]
+    assert pairs == ["sysrq_always_enabled", "init_on_alloc=0"]

@@ -128,3 +128,25 @@ def test_slub_reports_are_kernel_findings():
     from suite.vm.console import RULES
     line = "BUG kmalloc-2k (Tainted: G           O      ): Right Redzone overwritten"
     assert next(r.kind for r in RULES if r.regex.search(line)) == "slub"
+
+
+def test_waited_past_measures_from_the_last_write_before_the_barrier():
+    w1 = {"tag": 1, "offset": 0, "len": REC, "t_done": 10.0}
+    ok = _events({"event": "done", "writes": [w1], "barrier_end": 10.2})
+    assert ok.waited_past(1.0) == ""
+    late = _events({"event": "done", "writes": [w1], "barrier_end": 40.0})
+    assert "30.0 s after the last write" in late.waited_past(1.0)
+
+
+def test_late_writes_are_spaced_and_sample_stops_on_its_file(ddir: Path):
+    need("libaio")
+    f = make_file(ddir, "spaced.bin", 4 * REC, "base")
+    _, ev = engine("inflight", "--write", f"{f}:0:{REC}:a", "--late", f"{f}:{REC}:{REC}:b",
+                   "--late", f"{f}:{2 * REC}:{REC}:c", "--late-after-ms", "0",
+                   "--late-every-ms", "300", "--barrier", "none")
+    subs = [e["t"] for e in ev if e["event"] == "late-submitted"]
+    assert len(subs) == 2 and subs[1] - subs[0] >= 0.25
+    stop = ddir / "stop"
+    stop.write_text("")
+    _, out = engine("sample", "--sample", f"x={ddir}/counter", "--stop-file", str(stop))
+    assert out[-1]["event"] == "sample" and out[-1]["samples"]["x"]["count"] == 0

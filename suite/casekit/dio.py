@@ -370,6 +370,8 @@ class DioBench:
                    f"{f' + trial x {stride}' if stride else ''}, {verb}", *notes])
         if after is not None:
             late = list(after(p, results))
+            if getattr(after, "note", ""):
+                v.table.notes.append(after.note)
             for sym in late:
                 v.failures.append(f"{sym.row}: {sym.kind}: {sym.detail}")  # = table.failures
             v.symptoms.extend(late)

@@ -80,6 +80,10 @@ def reimport_check(zfs: "Zfs", engine: EngineRunner, pool: str, file: FileSpec
         size = max([file.size] + [o + n for o, n, s in overlays if s is not None])
         zfs.export_import(pool)
         r = verify_file(engine, file, overlays, size, "after-reimport")
+        known = sum(n for _, n, s in overlays if s is not None)
+        check.note = (f"{AFTER_ROW}: the whole file ({size} B, {known} B written by "
+                      f"{sum(1 for o in overlays if o[2] is not None)} trials) re-read from "
+                      f"disk with O_DIRECT: {'correct' if r.get('correct') else 'WRONG'}")
         if r.get("correct"):
             return []
         bad = symptom_of(Condition(AFTER_ROW, "sync"), r)

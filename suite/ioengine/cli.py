@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from .barriers import add_commands as add_write_commands
 from .counters import to_int
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
-from .stress import cmd_flood, cmd_hold, parse_sample
+from .stress import cmd_flood, cmd_hold, cmd_sample, parse_sample
 from .trials import cmd_run, cmd_write_file
 
 
@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--sample", action="append", type=parse_sample, metavar="NAME=PATH[#FIELD]")
     f.add_argument("--sample-ms", type=float, default=50.0)
     f.set_defaults(func=cmd_flood)
+    sm = sub.add_parser("sample", help="sample counters until a stop file appears")
+    sm.add_argument("--sample", action="append", type=parse_sample, required=True,
+                    metavar="NAME=PATH[#FIELD]")
+    sm.add_argument("--every-ms", type=float, default=20.0)
+    sm.add_argument("--stop-file", required=True)
+    sm.add_argument("--deadline-s", type=float, default=600.0)
+    sm.set_defaults(func=cmd_sample)
     add_write_commands(sub)
     return p
 

@@ -188,3 +188,25 @@ class ParamManager:
 
 
 # ---------------------------------------------------------------------------
+
+
+class Sampler:
+    """min / max / first / last of counters sampled over time."""
+
+    def __init__(self, specs: dict[str, Any]) -> None:
+        self.specs = specs
+        self.stats: dict[str, dict[str, Any]] = {
+            n: {"count": 0, "min": None, "max": None, "first": None, "last": None}
+            for n in specs}
+
+    def sample(self) -> None:
+        for name, spec in self.specs.items():
+            v = read_counter(spec)
+            s = self.stats[name]
+            if v is None:
+                continue
+            s["count"] += 1
+            s["min"] = v if s["min"] is None else min(s["min"], v)
+            s["max"] = v if s["max"] is None else max(s["max"], v)
+            s["first"] = v if s["first"] is None else s["first"]
+            s["last"] = v

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from .content import compare, pattern
-from .counters import read_counter
+from .counters import Sampler
 from .plan import DIO_ALIGN, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, Segment, errno_name
 from .queues import ABANDONED, IoOp, SegmentBuffers, make_queue
 from .trials import emit, open_trial_file
@@ -235,20 +235,8 @@ def cmd_flood(args: argparse.Namespace) -> int:
             os._exit(code)
         os.close(wfd)
         children[pid] = {"index": index, "rfd": rfd, "buf": b"", "eof": False}
-    stats: dict[str, dict[str, Any]] = {
-        n: {"count": 0, "min": None, "max": None, "first": None, "last": None} for n in samples}
-
-    def sample() -> None:
-        for name, spec in samples.items():
-            v = read_counter(spec)
-            s = stats[name]
-            if v is None:
-                continue
-            s["count"] += 1
-            s["min"] = v if s["min"] is None else min(s["min"], v)
-            s["max"] = v if s["max"] is None else max(s["max"], v)
-            s["first"] = v if s["first"] is None else s["first"]
-            s["last"] = v
+    sampler = Sampler(samples)
+    stats, sample = sampler.stats, sampler.sample
 
     t0 = time.monotonic()
     deadline = t0 + (args.duration or 0) + args.drain_s + 60 + (0 if args.duration else 600)
@@ -295,3 +283,23 @@ def cmd_flood(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------
+# sample: counters sampled until told to stop
+# ---------------------------------------------------------------------------
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    """Sample counters every ``--every-ms`` until ``--stop-file`` exists (or the
+    deadline); one ``sample`` line with min/max/first/last per counter."""
+    sampler = Sampler(dict(args.sample))
+    t0 = time.monotonic()
+    emit({"event": "sampling", "pid": os.getpid()})
+    while time.monotonic() - t0 < args.deadline_s and not os.path.exists(args.stop_file):
+        sampler.sample()
+        time.sleep(args.every_ms / 1000.0)
+    sampler.sample()
+    emit({"event": "sample", "samples": sampler.stats,
+          "elapsed_s": round(time.monotonic() - t0, 3)})
+    return EXIT_OK
+

@@ -21,6 +21,7 @@ Kinds (strings, so manifests can name them):
   before it completed), ``late-barrier`` (it kept waiting for later writes),
   ``lost-after-barrier`` (acknowledged bytes gone after a power cut),
   ``slow-fsync``; ``starved`` (an async read waited behind held writes);
+  ``over-limit`` (more bytes in flight than the admission budget allows);
 - proof missing (never a catch): ``no-result`` (the I/O was never issued or
   never completed), ``unproven`` (counters missing or frozen, a parameter not
   read back, a condition not shown to take its path);
