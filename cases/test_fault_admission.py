@@ -87,7 +87,9 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
     one file and four 1 MiB async writes to another, every one held by a
     ``zinject -E`` delay so all are in flight at once unless admission turns
     them away. With the limit at 2 MiB the pinned pages stay within the limit
-    plus one synchronous request per submitter, and the requests over it fall
+    plus one synchronous request per submitter, no more async requests run at
+    once than the budget holds (the taskqs' active threads, sampled), and the
+    requests over it fall
     back to the synchronous path (counted: tasks dispatched to the pool's async
     taskqs). The unlimited control run must exceed the bound, or the case
     proves nothing."""
@@ -111,8 +113,9 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
         stop = f"/tmp/ozfs-engine/stop-{limit_value}"
         z.guest.run(f"mkdir -p /tmp/ozfs-engine; rm -f {stop}", timeout=30)
         before = _taskq_dispatched(z, pool.pool.name)
-        sampler = engine.background("sample", "--sample", f"pinned={PINS}", "--stop-file", stop,
-                                    "--every-ms", "20")
+        active = f"{TASKQ_KSTATS}/zpl_async_*_{pool.pool.name}.*#threads_active"
+        sampler = engine.background("sample", "--sample", f"pinned={PINS}", "--sample",
+                                    f"active={active}", "--stop-file", stop, "--every-ms", "20")
         t0 = time.monotonic()
         while not any(e.get("event") == "sampling" for e in parse_lines(
                 sampler.output_so_far()[0])):
@@ -134,8 +137,10 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
         z.guest.run(f"touch {stop}", timeout=30)
         s = parse_lines(sampler.wait(accel.deadline(30)).stdout)
         z.zinject("-c", "all", check=False)
-        pins = next(e for e in s if e.get("event") == "sample")["samples"]["pinned"]
+        samples = next(e for e in s if e.get("event") == "sample")["samples"]
+        pins = samples["pinned"]
         out["peak_pinned_bytes"] = (pins["max"] - pins["first"]) * 4096
+        out["peak_async_active"] = samples["active"]["max"] or 0
         out["dispatched"] = _taskq_dispatched(z, pool.pool.name) - before
         (case_dir / f"held-{limit_value}.json").write_text(json.dumps(out, indent=1))
         ok_reads = out["reads"].get("all_correct")
@@ -152,6 +157,7 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
     limited, control = held_round(limit), held_round(default)
     (case_dir / "admission.txt").write_text(
         f"{name}={limit}: peak pinned {limited['peak_pinned_bytes']} B (bound {bound} B), "
+        f"at most {limited['peak_async_active']} async requests running at once, "
         f"{limited['dispatched']} of {2 * k} requests async, {2 * k - limited['dispatched']} "
         f"fell back to sync\n{name}={default} (control): peak pinned "
         f"{control['peak_pinned_bytes']} B, {control['dispatched']} of {2 * k} async\n")
@@ -162,6 +168,10 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
     if limited["peak_pinned_bytes"] > bound:
         problems.append(f"{limited['peak_pinned_bytes']} B pinned at peak with {name}={limit}: "
                         f"over the bound {bound} B (reads and writes together)")
+        symptom("over-limit", problems[-1])
+    if limited["peak_async_active"] * REQ > limit:
+        problems.append(f"{limited['peak_async_active']} async requests of {REQ} B ran at once "
+                        f"under a {limit} B budget")
         symptom("over-limit", problems[-1])
     if limited["dispatched"] >= 2 * k:
         problems.append(f"all {2 * k} requests went async under a {limit} B budget: no sync "

@@ -150,3 +150,15 @@ def test_late_writes_are_spaced_and_sample_stops_on_its_file(ddir: Path):
     stop.write_text("")
     _, out = engine("sample", "--sample", f"x={ddir}/counter", "--stop-file", str(stop))
     assert out[-1]["event"] == "sample" and out[-1]["samples"]["x"]["count"] == 0
+
+
+def test_sample_sums_a_glob_of_kstats(ddir: Path):
+    for i, active in enumerate((2, 3)):
+        (ddir / f"zpl_async_read_tank.{i}").write_text(
+            "25 1 0x01 8 2176 5130224458 16340866048\nname type data\n"
+            f"threads_active 4 {active}\ntasks_pending 4 0\n")
+    stop = ddir / "stop2"
+    stop.write_text("")
+    _, out = engine("sample", "--sample", f"a={ddir}/zpl_async_*_tank.*#threads_active",
+                    "--stop-file", str(stop))
+    assert out[-1]["samples"]["a"]["max"] == 5

@@ -121,12 +121,13 @@ def cmd_hold(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 def parse_sample(text: str) -> tuple[str, dict[str, Any]]:
-    """``NAME=PATH[#FIELD]`` -> (name, counter spec)."""
+    """``NAME=PATH[#FIELD]`` -> (name, counter spec); a PATH with ``*`` is a glob
+    whose matches are summed (e.g. every async taskq of a pool)."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
         raise argparse.ArgumentTypeError(f"--sample wants NAME=PATH[#FIELD], got {text!r}")
     path, _, fld = rest.partition("#")
-    spec: dict[str, Any] = {"path": path}
+    spec: dict[str, Any] = {"glob": path} if "*" in path else {"path": path}
     if fld:
         spec["field"] = fld
     return name, spec
