@@ -19,7 +19,8 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.faults import TEARDOWNS, restore_after, teardown_cmd, teardown_refused, hold
+from suite.casekit.faults import (TEARDOWNS, hold, restore_after, teardown_cmd, teardown_refused,
+                                  teardown_target)
 from suite.errors import GuestError
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
@@ -37,17 +38,9 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
         if not z.has_param(ASYNC_PARAM):
             pytest.skip(f"reader=async: the build has no {ASYNC_PARAM}")
         z.set_param(ASYNC_PARAM, 1)
-    target_ds, clone = pool.name, f"{pool.name}-clone"
-    if op == "destroy-clone":
-        engine.oneshot("write-file", pool.path("seed.bin"), "--size", str(SIZE), "--seed", "x")
-        z.zfs("snapshot", f"{pool.name}@origin")
-        z.zfs("clone", "-o", "atime=on", "-o", "relatime=off", f"{pool.name}@origin", clone)
-        target_ds = clone
-    mnt = z.zfs("get", "-H", "-o", "value", "mountpoint", target_ds).stdout.strip()
-    path = f"{mnt}/held.bin"
-    engine.oneshot("write-file", path, "--size", str(SIZE), "--seed", "held")
-    z.guest.run("sync", timeout=accel.deadline(30))
-    z.zfs("snapshot", f"{target_ds}@before")
+    t = teardown_target(z, engine, pool, op, SIZE, "held", {"atime": "on", "relatime": "off"},
+                        accel.deadline(30))
+    target_ds, clone, path = t.dataset, t.clone, t.path
 
     delay = accel.deadline(5)                     # 5 s under KVM, 30 s under TCG
     held = hold(z, engine, path, "held", SIZE, delay, reader, accel.scale)

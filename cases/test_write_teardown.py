@@ -20,7 +20,7 @@ import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
 from suite.casekit.faults import (TEARDOWNS, NotArmed, restore_after, teardown_cmd,
-                                  teardown_refused)
+                                  teardown_refused, teardown_target)
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 from suite.casekit.engine import parse_lines
 from suite.errors import GuestError
@@ -69,17 +69,9 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
         if not z.has_param(ASYNC_PARAM):
             pytest.skip(f"writer=async: the build has no {ASYNC_PARAM}")
         z.set_param(ASYNC_PARAM, 1)
-    target_ds, clone = pool.name, f"{pool.name}-clone"
-    if op == "destroy-clone":
-        engine.oneshot("write-file", pool.path("seed.bin"), "--size", str(SIZE), "--seed", "x")
-        z.zfs("snapshot", f"{pool.name}@origin")
-        z.zfs("clone", "-o", "recordsize=4K", f"{pool.name}@origin", clone)
-        target_ds = clone
-    mnt = z.zfs("get", "-H", "-o", "value", "mountpoint", target_ds).stdout.strip()
-    path = f"{mnt}/held.bin"
-    engine.oneshot("write-file", path, "--size", str(SIZE), "--seed", "base")
-    z.guest.run("sync", timeout=accel.deadline(30))
-    z.zfs("snapshot", f"{target_ds}@before")
+    t = teardown_target(z, engine, pool, op, SIZE, "base", {"recordsize": "4K"},
+                        accel.deadline(30))
+    target_ds, clone, path = t.dataset, t.clone, t.path
     delay = accel.deadline(5)
     arm_write_delay(z, path, delay)
     h, proof = _start_writer(z, engine, accel, writer, path, delay)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from suite.casekit.engine import EngineRunner, parse_lines
 from suite.errors import SuiteError
 from suite.guest.ssh import Background
-from suite.guest.zfs import Zfs
+from suite.guest.zfs import Dataset, Zfs
 
 
 class NotArmed(SuiteError):
@@ -144,3 +144,31 @@ def restore_after(z: Zfs, op: str, ds: str, pool: str) -> None:
         z.zfs("mount", ds, timeout=120, check=False)
     elif op == "export" and pool not in z.pools():     # not when it refused (busy)
         z.zpool("import", "-d", "/dev", pool, timeout=300)
+
+
+@dataclass
+class TeardownTarget:
+    dataset: str                # the dataset torn down (the clone for destroy-clone)
+    clone: str
+    path: str                   # the file the held I/O goes to
+
+
+def teardown_target(z: Zfs, engine: EngineRunner, ds: Dataset, op: str, size: int,
+                    seed: str, clone_props: dict[str, str], sync_timeout: float
+                    ) -> TeardownTarget:
+    """Lay out a teardown case: the dataset (or, for destroy-clone, a clone of
+    it with ``clone_props``), a ``size``-byte file of ``seed`` in it, synced,
+    and a snapshot ``@before`` to roll back to."""
+    target, clone = ds.name, f"{ds.name}-clone"
+    if op == "destroy-clone":
+        engine.oneshot("write-file", ds.path("seed.bin"), "--size", str(size), "--seed", "x")
+        z.zfs("snapshot", f"{ds.name}@origin")
+        opts = [a for k, v in clone_props.items() for a in ("-o", f"{k}={v}")]
+        z.zfs("clone", *opts, f"{ds.name}@origin", clone)
+        target = clone
+    mnt = z.zfs("get", "-H", "-o", "value", "mountpoint", target).stdout.strip()
+    path = f"{mnt}/held.bin"
+    engine.oneshot("write-file", path, "--size", str(size), "--seed", seed)
+    z.guest.run("sync", timeout=sync_timeout)
+    z.zfs("snapshot", f"{target}@before")
+    return TeardownTarget(target, clone, path)
