@@ -6,7 +6,7 @@
   console, for when SSH is dead;
 - ``collect_evidence(guest, vm, outdir, reason)`` gathers, each step under a
   short deadline: D-state tasks with their stacks, sysrq-w, dmesg, the console
-  tail (which also receives sysrq output when SSH is dead; then Alt-SysRq-w is
+  tail (which also receives sysrq output when SSH is dead; then Alt-SysRq-w and -l are
   pressed through the qemu monitor), the console findings and qemu's state.
   It writes files into ``outdir`` (``summary.txt`` last) and returns an
   ``Evidence`` whose ``summary()`` fits in a pytest failure report.
@@ -216,10 +216,13 @@ def collect_evidence(guest: "Guest | None", vm: "VM", outdir: Path, reason: str,
     else:
         sysrq_ok = False
     if not sysrq_ok and vm.alive and not qemu:
-        try:
-            vm.sysrq("w")
-        except SuiteError as exc:
-            ev.problems.append(f"sysrq via qemu monitor: {exc.what}")
+        # SSH is gone: blocked tasks (w) and what every CPU is running (l), so
+        # a task spinning at high priority shows as well as one asleep
+        for key in ("w", "l"):
+            try:
+                vm.sysrq(key)
+            except SuiteError as exc:
+                ev.problems.append(f"sysrq-{key} via qemu monitor: {exc.what}")
 
     if vm.alive and not qemu:
         _wait_console_quiet(vm)
