@@ -44,7 +44,8 @@ def test_classify_and_tally():
                  counters={"direct_read_count": 0, "arc_read_count": 1})
     assert classify(ok) == {"trials", "correct", "served by DIO"}
     assert classify(einval) == {"trials", "EINVAL"}
-    assert "wrong bytes" in classify(short)
+    assert "short" in classify(short)
+    assert "wrong bytes" in classify(dict(short, wrong_bytes=1))
     assert classify(wrong) == {"trials", "wrong bytes", "served by ARC"}
     t = tally([ok, einval, wrong, dict(ok, condition="async=0")])
     assert list(t) == ["async=1", "async=0"]

@@ -51,7 +51,8 @@ def run_judge(results, p, expect=expect_direct, conds=CONDS):
     ({"stage": "open", "res": -22, "errno": 22, "errname": "EINVAL", "correct": False},
      "no result"),
     ({"overrun_bytes": 8, "correct": False}, "overrun"),
-    ({"res": 100, "correct": False}, "wrong bytes"),          # short read
+    ({"res": 100, "correct": False}, "short"),                # short, the bytes right
+    ({"res": 100, "wrong_bytes": 2, "correct": False}, "wrong bytes"),
     ({"res": -14, "errno": 14, "errname": "EFAULT", "stage": "complete", "correct": False},
      "EFAULT"),
     ({"res": -5, "errno": 5, "errname": "EIO", "stage": "complete", "correct": False},

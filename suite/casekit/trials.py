@@ -13,7 +13,7 @@ from typing import Iterable, Sequence, TypeVar
 T = TypeVar("T")
 
 # Outcome columns, in the order reviewers post them.
-COLUMNS = ("trials", "correct", "EFAULT", "EINVAL", "other error", "wrong bytes",
+COLUMNS = ("trials", "correct", "EFAULT", "EINVAL", "other error", "short", "wrong bytes",
            "overrun", "no result", "served by DIO", "served by ARC")
 # Engine stages at which a trial's I/O was never issued or never completed.
 NOT_ISSUED = frozenset({"plan", "setup", "open", "timeout"})
@@ -79,7 +79,11 @@ def outcome(result: dict) -> str:
     if result.get("overrun_bytes"):
         return "overrun"
     if not result.get("correct"):
-        return "wrong bytes"           # short, or content not the generator's
+        res, want = result.get("res"), result.get("expected_len")
+        if (isinstance(res, int) and isinstance(want, int) and 0 <= res < want
+                and not result.get("wrong_bytes") and not result.get("beyond_bytes")):
+            return "short"             # fewer bytes than asked, every one of them right
+        return "wrong bytes"           # content not the generator's (or past the end)
     return "correct"
 
 
