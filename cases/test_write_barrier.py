@@ -24,12 +24,12 @@ reports the writes outstanding when the barrier starts. Properties:
 """
 from __future__ import annotations
 
-import json
+import time
 
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.engine import EngineRunner
+from suite.casekit.engine import EngineRunner, parse_lines
 from suite.casekit.faults import NotArmed, hold
 from suite.casekit.writes import SLUB_DEBUG, WRITE_PROPS, arm_write_delay, run_inflight, verify_file
 from suite.errors import GuestError
@@ -236,17 +236,20 @@ def test_write_fsync_without_async_writes_returns(zfs_guest, pool, engine, accel
         pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
     limit = accel.deadline(5)
     h = engine.background("fsync-files", "--dir", pool.mountpoint, "-n", "20")
-    try:
-        r = h.wait(limit * 20 + accel.deadline(30))
-        lines = [ln for ln in r.stdout.splitlines() if '"done"' in ln]
-    except GuestError:
-        lines = []
-    if not lines:
-        out, _ = h.output_so_far()
-        stuck = [ln for ln in out.splitlines() if "fsync-start" in ln][-1:]
-        symptom("hang", f"fsync did not return: {stuck}")
-        pytest.fail(f"fsync of a file with no async write hung: last {stuck}")
-    done = json.loads(lines[-1])
+    done, seen, last = None, 0, time.monotonic()
+    while done is None and time.monotonic() - last < limit + accel.deadline(10):
+        events = parse_lines(h.output_so_far()[0])
+        done = next((e for e in events if e.get("event") == "done"), None)
+        if len(events) > seen:
+            seen, last = len(events), time.monotonic()
+        if h.done and done is None:
+            break
+        time.sleep(0.5)
+    if done is None:
+        started = [e for e in parse_lines(h.output_so_far()[0]) if e.get("event") == "fsync-start"]
+        stuck = started[-1] if started else "before the first fsync"
+        symptom("hang", f"fsync did not return within {limit:.0f} s: {stuck}")
+        pytest.fail(f"fsync of a file with no async write hung: {stuck}")
     slow = [(i, t) for i, t in enumerate(done["latency_s"]) if t > limit]
     if slow:
         symptom("slow-fsync", f"fsync took {slow} s (limit {limit:.0f} s)")
