@@ -161,9 +161,9 @@ class Guests:
             g.fit = False
             self.recycle(keep=self.keep_failed)
             return CaseEnd(reason, symptoms, ev)
-        if failed:
+        if failed or not g.fit:     # a case may leave its guest unfit (load-time params)
             g.fit = False
-            self.recycle(keep=self.keep_failed)
+            self.recycle(keep=self.keep_failed and failed)
             return CaseEnd()
         try:
             return CaseEnd(restored=g.zfs.restore_params(watch.params, ignore=COUNTER_PARAMS))
