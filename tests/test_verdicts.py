@@ -342,3 +342,17 @@ def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
     assert knownbugs.run_bugs("s", [], "", []) == 0
     out = capsys.readouterr().out
     assert not ran and "uaf" in out and "deferred: kasan" in out
+
+
+def test_a_case_that_fails_itself_after_naming_its_symptom_adds_nothing_else():
+    from suite.plugin.hooks import symptom_of_exception
+    try:
+        pytest.fail("acknowledged write lost")
+    except pytest.fail.Exception:
+        import sys
+        info = pytest.ExceptionInfo.from_exc_info(sys.exc_info())
+    s = symptom_of_exception(info)
+    assert s.kind == "assertion"        # not a harness error: a verdict the case reached
+    spec = SymptomSpec(("lost-after-barrier",))
+    v = verdict("failed", Symptom("lost-after-barrier", "4078 wrong"))
+    assert judge_case(spec, v)[0] == "caught"

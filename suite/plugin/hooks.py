@@ -166,8 +166,8 @@ def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
     if isinstance(e, GuestError):
         lost = "stopped answering" in first or "connection lost" in first.lower()
         return Symptom("guest-lost" if lost else "guest-error", first)
-    if isinstance(e, AssertionError):
-        return Symptom("assertion", first)
+    if isinstance(e, (AssertionError, pytest.fail.Exception)):
+        return Symptom("assertion", first)     # a case's own verdict, with no symptom named
     return Symptom("setup" if isinstance(e, SuiteError) else "harness-error",
                    f"{type(e).__name__}: {first}")
 
@@ -181,7 +181,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         recorded = getattr(item, "ozfs_symptoms", [])
         if rep.when == "setup":
             add_symptoms(item, [Symptom("setup", symptom_of_exception(call.excinfo).detail)])
-        elif rep.when == "call" and not (recorded and call.excinfo.errisinstance(AssertionError)):
+        elif rep.when == "call" and not (recorded and call.excinfo.errisinstance(
+                (AssertionError, pytest.fail.Exception))):
             add_symptoms(item, [symptom_of_exception(call.excinfo)])
     for title, text in getattr(item, "ozfs_sections", []):
         if rep.when == "teardown" or (rep.when == "call" and rep.failed):
