@@ -61,7 +61,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_bugs(args: argparse.Namespace) -> int:
     from suite.report.knownbugs import run_bugs
-    return run_bugs(args.name, args.only, args.k, args.pytest_args)
+    return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "commits: they must fail, then pass")
     kb.add_argument("name", help="series name, e.g. async-dio")
     kb.add_argument("--only", action="append", default=[], help="bug id (repeatable)")
+    kb.add_argument("--role", action="append", choices=("bad", "fixed"),
+                    help="run only at the bad or the fixed commit (default: both)")
     kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
     kb.set_defaults(func=cmd_bugs)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "

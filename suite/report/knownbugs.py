@@ -136,7 +136,8 @@ def run_cases(selection: str, k: str, results: Path, extra: list[str],
     return tests, problem, secs
 
 
-def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str]) -> int:
+def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
+             roles: list[str] | None = None) -> int:
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -148,6 +149,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str]) -> int:
         k = " or ".join(f"({c})" for c in b.cases)
         k = f"({k}) and ({k_extra})" if k_extra else k
         for role, commit in (("bad", b.bad), ("fixed", b.fixed)):
+            if roles and role not in roles:
+                continue
             o = Outcome(b.id, commit[:11], role)
             out.append(o)
             if b.symptom is None:
