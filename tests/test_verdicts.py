@@ -323,10 +323,14 @@ def test_an_idle_guest_is_not_a_silent_one():
 
     class Ex:
         started = _time.monotonic()
+        last_output = started
         cmd = "x"
     g.check_alive(Ex())                             # a command that just started: not silent
     Ex.started = _time.monotonic() - 5
+    Ex.last_output = _time.monotonic()              # ... that keeps printing: alive
     g._beat = lambda: None                          # no heartbeat gets through
+    g.check_alive(Ex())
+    Ex.last_output = Ex.started                     # silent command, no heartbeat: gone
     with pytest.raises(GuestError, match="no answer to a heartbeat"):
         g.check_alive(Ex())
 

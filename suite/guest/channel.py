@@ -85,6 +85,7 @@ class _Exec:
         self.chan = chan
         self.cmd = cmd
         self.started = time.monotonic()
+        self.last_output = self.started    # output is proof of life, like a heartbeat
         self.out = bytearray()
         self.err = bytearray()
         self._err_head = bytearray()  # stderr until the PID line has been seen
@@ -112,6 +113,12 @@ class _Exec:
         self._err_head = None  # type: ignore[assignment]
 
     def _drain(self) -> bool:
+        got = self._drain_once()
+        if got:
+            self.last_output = time.monotonic()
+        return got
+
+    def _drain_once(self) -> bool:
         got = False
         while self.chan.recv_ready():
             data = self.chan.recv(65536)

@@ -110,7 +110,8 @@ class Guest:
                 self._dead = why
         if self._dead is None and self._silence and ex is not None:
             # Silence counts only while a command runs: an idle guest is not a silent one.
-            quiet = time.monotonic() - max(self._last_ok, ex.started)
+            # Output from the command itself counts as an answer.
+            quiet = time.monotonic() - max(self._last_ok, ex.started, ex.last_output)
             if quiet > self._silence:
                 self._dead = f"no answer to a heartbeat for {quiet:.0f}s"
             elif quiet > self._silence / 4:
