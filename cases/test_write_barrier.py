@@ -115,7 +115,8 @@ def test_write_barrier_not_satisfied_by_later_write(zfs_guest, pool, engine, acc
     still wait for W1."""
     z = zfs_guest
     one, two = _setup(z, pool, engine, accel, 1, ("one.bin", "two.bin"))
-    delay = accel.deadline(4)
+    # long: the writer (a new process in the guest) must start while the read holds
+    delay = accel.deadline(8)
     held = hold(z, engine, one, "base", SIZE, delay, "async", accel.scale, length=W)
     late = f"{one}:{W}:{W}:w2" if barrier == "fsync" else f"{two}:0:{W}:w2"
     run = run_inflight(engine, ["--write", f"{one}:0:{W}:w1", "--late", late,
