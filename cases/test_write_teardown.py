@@ -19,10 +19,10 @@ import time
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.engine import parse_lines
 from suite.casekit.faults import (TEARDOWNS, NotArmed, restore_after, teardown_cmd,
                                   teardown_refused, teardown_target)
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
-from suite.casekit.engine import parse_lines
 from suite.errors import GuestError
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]

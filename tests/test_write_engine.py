@@ -13,7 +13,7 @@ from suite.casekit.dio import Condition
 from suite.casekit.writes import Inflight, expect_short, landed
 from suite.ioengine.content import pattern
 from suite.ioengine.plan import FileSpec, Plan, Request, Segment
-from test_dioengine import ddir, engine, make_file, need, run_plan, trials_of  # noqa: F401
+from test_dioengine import ddir, engine, make_file, need, run_plan, trials_of  # noqa: F401,I001
 
 REC = 4096
 
