@@ -162,3 +162,14 @@ def test_sample_sums_a_glob_of_kstats(ddir: Path):
     _, out = engine("sample", "--sample", f"a={ddir}/zpl_async_*_tank.*#threads_active",
                     "--stop-file", str(stop))
     assert out[-1]["samples"]["a"]["max"] == 5
+
+
+def test_direct_write_is_judged_by_its_records_not_by_pool_wide_arc_noise():
+    from suite.casekit.writes import expect_direct_write
+    c = Condition("io_uring async=0")
+    ok = {"res": 8192, "expected_len": 8192, "total_len": 8192, "correct": True,
+          "counters": {"direct_write_count": 2, "arc_write_count": 6}}
+    assert expect_direct_write(c, ok) is None       # 6 ARC writes of the sync thread
+    part = dict(ok, counters={"direct_write_count": 1, "arc_write_count": 1})
+    assert expect_direct_write(c, part).kind == "served-by-ARC"
+    assert expect_direct_write(c, dict(ok, counters={})).kind == "unproven"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 # 4 KiB records: every page-aligned 4 KiB piece is a whole block, so Direct I/O
 # applies (a write smaller than a record is a read-modify-write through the ARC).
+RECORD = 4096
 WRITE_PROPS = {**DIO_PROPS, "recordsize": "4K"}
 AFTER_ROW = "after export/import"
 # Guest kernel command line that makes two classes of silent memory bugs loud:
@@ -91,6 +92,26 @@ def reimport_check(zfs: "Zfs", engine: EngineRunner, pool: str, file: FileSpec
         kind = bad.kind if bad else "wrong-bytes"
         return [Symptom(kind, f"re-read from disk after export/import: {detail}", AFTER_ROW)]
     return check
+
+
+def expect_direct_write(c: Condition, r: dict) -> Symptom | None:
+    """Correct, and every 4 KiB record of it written by Direct I/O: the pool's
+    ``direct_write_count`` moved by the number of records. ``arc_write_count``
+    cannot decide it: it is pool-wide and also counts the sync thread's own
+    dmu_write calls (bpobj, history), which land in a trial's window now and then."""
+    bad = symptom_of(c, r)
+    if bad:
+        return bad
+    counters = r.get("counters") or {}
+    d = counters.get("direct_write_count")
+    if d is None:
+        return Symptom("unproven", "the pool has no direct_write_count: cannot tell DIO from "
+                       "ARC", c.label)
+    want = -(-(r.get("total_len") or 0) // RECORD)
+    if d < want:
+        return Symptom("served-by-ARC", f"{d} of {want} records written by Direct I/O "
+                       f"(counters {counters})", c.label)
+    return None
 
 
 def expect_short(c: Condition, r: dict) -> Symptom | None:
