@@ -59,8 +59,8 @@ def test_pwritev_aligned(dio, zfs_guest, interface, nsegs, strict):
     """Page-aligned, page-sized segments: full length, DIO, the bytes on disk."""
     shape = Shape(f"pwritev-{nsegs}x4k", nsegs=nsegs)
     v = _run(dio, zfs_guest, f"PWRITEV {nsegs} x 4 KiB page-aligned, {interface}, "
-             f"zfs_dio_strict={strict}", shape, conditions(interface, strict), expect_direct_write,
-             f"pwritev-{interface}-{nsegs}-{strict}")
+             f"zfs_dio_strict={strict}", shape, conditions(interface, strict),
+             expect_direct_write, f"pwritev-{interface}-{nsegs}-{strict}")
     assert v.ok, "\n" + v.table.text()
 
 
