@@ -6,8 +6,9 @@ or tx assignment held every worker, and an async read of an unrelated file
 waited for them. 3d0b7bc20 gave reads and writes a taskq each.
 
 The module is loaded with ``zfs_async_dio_task_depth=2`` (a load-time
-parameter), four async writes to one file are held by a ``zinject -E`` write
-delay (proved outstanding), and one async O_DIRECT read of another file is
+parameter), four async writes to one file wait on its range lock, held by a
+synchronous O_DIRECT read that a ``zinject -E`` read delay keeps in flight (the
+writes proved outstanding), and one async O_DIRECT read of another file is
 issued. Property: the read completes promptly (well within the delay), while the
 writes are still held.
 """
@@ -19,8 +20,8 @@ import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
 from suite.casekit.engine import parse_lines
-from suite.casekit.faults import NotArmed
-from suite.casekit.writes import WRITE_PROPS, arm_write_delay
+from suite.casekit.faults import NotArmed, hold
+from suite.casekit.writes import WRITE_PROPS
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject,
               pytest.mark.pool(props=WRITE_PROPS)]
@@ -47,13 +48,17 @@ def test_async_read_not_blocked_by_held_writes(zfs_guest, pool, engine, accel, g
     z.zpool("import", "-d", "/dev", name, timeout=accel.deadline(120))
     z.set_param(ASYNC_PARAM, 1)
     delay = accel.deadline(5)
-    arm_write_delay(z, wfile, delay)
+    # The writes must hold their workers: a zio delay does not (the task waits
+    # elsewhere), a range lock does. A synchronous O_DIRECT read of the write
+    # file, itself delayed, holds the range every write waits for.
+    lock = hold(z, engine, wfile, "base", 64 * 1024, delay * 2, "sync", accel.scale,
+                length=64 * 1024)
     n = 2 * depth
     args = []
     for i in range(n):
         args += ["--write", f"{wfile}:{i * W}:{W}:w{i}"]
     h = engine.background("inflight", *args, "--barrier", "none", "--barrier-after-ms", "500",
-                          "--deadline-s", str(int(delay * (n + 2) + 60 * accel.scale)))
+                          "--deadline-s", str(int(delay * (n + 4) + 60 * accel.scale)))
     stop = time.monotonic() + accel.deadline(30)
     probe = None
     while probe is None and time.monotonic() < stop and not h.done:
@@ -67,9 +72,11 @@ def test_async_read_not_blocked_by_held_writes(zfs_guest, pool, engine, accel, g
                            "--deadline-s", str(int(delay * (n + 2))), timeout=delay * (n + 4))
     writes_still_held = not h.done
     done = next((e for e in lines if e.get("event") in ("completed", "timeout")), {})
+    lock.wait(delay * 4)
     (case_dir / "armed.txt").write_text(
-        f"{len(probe['outstanding'])} writes held ({delay:.0f} s delay each) on "
-        f"{depth} workers; read: {done}; writes still held after it: {writes_still_held}\n")
+        f"{len(probe['outstanding'])} writes held behind a {2 * delay:.0f} s range lock on "
+        f"{depth} workers ({'; '.join(lock.proof)}); read: {done}; writes still held after "
+        f"it: {writes_still_held}\n")
     z.zinject("-c", "all", check=False)
     bound = delay / 2
     if done.get("event") != "completed":
