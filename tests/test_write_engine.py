@@ -173,3 +173,16 @@ def test_direct_write_is_judged_by_its_records_not_by_pool_wide_arc_noise():
     part = dict(ok, counters={"direct_write_count": 1, "arc_write_count": 1})
     assert expect_direct_write(c, part).kind == "served-by-ARC"
     assert expect_direct_write(c, dict(ok, counters={})).kind == "unproven"
+
+
+def test_a_quota_may_let_a_write_through_whole_but_never_fail_it_after_progress():
+    from suite.casekit.writes import expect_short_or_whole
+    c = Condition("sync write")
+    whole = {"res": 1 << 20, "total_len": 1 << 20, "expected_len": 1 << 20, "correct": True,
+             "size_after": 1 << 20, "offset": 0, "size_before": 0}
+    assert expect_short_or_whole(c, whole) is None
+    err = dict(whole, res=-122, errno=122, errname="EDQUOT", stage="complete", correct=False,
+               size_after=131072)
+    assert expect_short_or_whole(c, err).kind == "error:EDQUOT"
+    cut = dict(whole, res=131072, size_after=131072, correct=False)
+    assert expect_short_or_whole(c, cut) is None
