@@ -73,6 +73,7 @@ def test_async_read_not_blocked_by_held_writes(zfs_guest, pool, engine, accel, g
     writes_still_held = not h.done
     done = next((e for e in lines if e.get("event") in ("completed", "timeout")), {})
     lock.wait(delay * 4)
+    h.wait(delay * (n + 4) + accel.deadline(60))      # the writes finish before the case ends
     (case_dir / "armed.txt").write_text(
         f"{len(probe['outstanding'])} writes held behind a {2 * delay:.0f} s range lock on "
         f"{depth} workers ({'; '.join(lock.proof)}); read: {done}; writes still held after "
