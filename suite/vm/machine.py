@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 HOSTFWD_FAILED = "Could not set up host forwarding rule"
 
 
+# qemu binds the SSH forward before it builds the machine; an invalid device
+# makes it exit right after. start() watches this long before trusting the port.
+LISTEN_SETTLE_S = 1.5
+
 # --------------------------------------------------------------------------- specs
 
 
@@ -250,6 +254,14 @@ class VM:
                 self._reader.join(5)
                 return "port-taken" if HOSTFWD_FAILED in self._console_since(launch_offset) else "exited"
             if group_listens(self._proc.pid, port):
+                # qemu opens the forward before it builds the machine: a bad
+                # device makes it exit just after. Settle before saying "ok".
+                settle = time.monotonic() + LISTEN_SETTLE_S
+                while time.monotonic() < settle:
+                    if self._proc.poll() is not None:
+                        self._reader.join(5)
+                        return "exited"
+                    time.sleep(0.05)
                 return "ok"
             time.sleep(0.1)
         raise VMError(f"qemu did not open the SSH forward on port {port} within the deadline",
