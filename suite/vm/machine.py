@@ -15,6 +15,7 @@ bind it) and its own monitor socket and disk images.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import logging
 import os
@@ -48,10 +49,6 @@ log = logging.getLogger(__name__)
 
 HOSTFWD_FAILED = "Could not set up host forwarding rule"
 
-
-# qemu binds the SSH forward before it builds the machine; an invalid device
-# makes it exit right after. start() watches this long before trusting the port.
-LISTEN_SETTLE_S = 1.5
 
 # --------------------------------------------------------------------------- specs
 
@@ -169,12 +166,11 @@ class VM:
         check_disk_space(self.workdir, self.spec.nvme.total_mib)
         self.images = [self.workdir / f"nvme{d.index}.img" for d in disks]
         for d, img in zip(disks, self.images):
-            if self.spec.reuse_images and img.is_file() and img.stat().st_size == d.size_mib << 20:
-                continue
-            if self.spec.reuse_images:
+            if not self.spec.reuse_images:
+                create_sparse(img, d.size_mib)
+            elif not (img.is_file() and img.stat().st_size == d.size_mib << 20):
                 raise VMError(f"cannot reuse {img}: missing or not {d.size_mib} MiB",
                               fix="a power-cut reboot needs the images the previous guest used")
-            create_sparse(img, d.size_mib)
 
     def _prepare_monitor(self) -> None:
         path = self.workdir / "monitor.sock"
@@ -254,9 +250,7 @@ class VM:
                 self._reader.join(5)
                 return "port-taken" if HOSTFWD_FAILED in self._console_since(launch_offset) else "exited"
             if group_listens(self._proc.pid, port):
-                # qemu opens the forward before it builds the machine: a bad
-                # device makes it exit just after. Settle before saying "ok".
-                settle = time.monotonic() + LISTEN_SETTLE_S
+                settle = time.monotonic() + 1.5   # qemu binds it before the machine: a bad device exits after
                 while time.monotonic() < settle:
                     if self._proc.poll() is not None:
                         self._reader.join(5)
@@ -370,9 +364,7 @@ class VM:
 
     @property
     def heartbeat_silence(self) -> float:
-        """How long the guest may not answer before it is declared gone
-        (20 s under KVM, 120 s under TCG: a loaded host slows a TCG guest's sshd
-        far more than its running command, whose output also counts)."""
+        """How long the guest may not answer (20 s KVM, 120 s TCG: a loaded host slows sshd)."""
         return self.spec.accel.deadline(20)
 
     def health(self) -> str | None:
@@ -426,12 +418,9 @@ class VM:
         _LIVE.discard(self)
 
     def power_cut(self) -> None:
-        """Stop the guest's CPUs and kill qemu at once: nothing that was only in
-        guest memory reaches the NVMe images (they stay, for a reboot on them)."""
-        try:
+        """Stop the CPUs, kill qemu: guest memory is lost, the NVMe images stay."""
+        with contextlib.suppress(Exception):      # the kill below is what counts
             self.monitor("stop", timeout=2.0)
-        except Exception:  # noqa: BLE001 - the kill below is what counts
-            pass
         self.kill(grace=0.0)
 
     def _reap(self, grace: float = 5.0) -> None:
