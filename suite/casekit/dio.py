@@ -57,6 +57,7 @@ class Condition:
     optional: tuple[str, ...] = ()       # params that may be absent (stock builds)
     via: str = ""
     control: bool = False
+    buffered: bool = False               # page-cache I/O (no O_DIRECT), flushed in the trial
 
     @property
     def param_names(self) -> set[str]:
@@ -67,14 +68,16 @@ class Condition:
 
 
 def cond(label: str, interface: str = "libaio", optional: tuple[str, ...] = (),
-         via: str | None = None, control: bool = False, **params: int) -> Condition:
+         via: str | None = None, control: bool = False, buffered: bool = False,
+         **params: int) -> Condition:
     """``optional`` params are set when the build has them (e.g. async=0 on a stock
     build means what it says: there is no async path to turn off). ``via``
     defaults to "async" for libaio/io_uring with the async parameter at 1 and to
     "sync" otherwise."""
     if via is None:
         via = "async" if interface != "sync" and params.get(ASYNC_PARAM) == 1 else "sync"
-    return Condition(label, interface, tuple(sorted(params.items())), optional, via, control)
+    return Condition(label, interface, tuple(sorted(params.items())), optional, via, control,
+                     buffered)
 
 
 @dataclass(frozen=True)
@@ -128,19 +131,22 @@ def counters(pool: str, have_params: set[str], op: str = "read") -> dict[str, di
 def plan(file: FileSpec, shape: Shape, conditions: Iterable[Condition], trials: int | None,
          pool: str, have_params: set[str], o_direct: bool = True,
          extra_params: dict[str, int] | None = None, op: str = "read",
-         stride: int = 0, req_fields: dict | None = None) -> Plan:
+         stride: int = 0, req_fields: dict | None = None,
+         specs: dict[str, dict] | None = None) -> Plan:
     """Alternate ``conditions`` trial by trial, ``trials`` rounds (default 14).
     ``stride``: trial i goes to ``shape.offset + i * stride`` (writes: every
-    trial leaves its own bytes, so the whole file can be checked afterwards)."""
+    trial leaves its own bytes, so the whole file can be checked afterwards).
+    ``specs``: the attribution counters (default: the pool's, see ``counters``)."""
     conds = list(conditions)
-    specs = counters(pool, have_params, op)
+    specs = specs if specs is not None else counters(pool, have_params, op)
     reqs = []
     for i, c in enumerate(alternate(conds, trials or DEFAULT_TRIALS)):
         params = dict(extra_params or {})
         params.update({k: v for k, v in c.params if k in have_params or k not in c.optional})
         reqs.append(Request(id=f"{i:04d}", file=file.path, segments=shape.segments(),
                             interface=c.interface, op=op, vectored=shape.vectored,
-                            offset=shape.offset + i * stride, o_direct=o_direct,
+                            offset=shape.offset + i * stride,
+                            o_direct=o_direct and not c.buffered, flush=c.buffered,
                             condition=c.label, params=params, counters=specs,
                             **(req_fields or {})))
     return Plan([file], reqs)
@@ -254,6 +260,7 @@ class Verdict:
     table: Table
     failures: list[str] = field(default_factory=list)
     symptoms: list[Symptom] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)     # the engine's trial lines
 
     @property
     def ok(self) -> bool:
@@ -323,6 +330,8 @@ class DioBench:
     trials: int | None
     write_table: Callable[[Table], None]
     record: Callable[[list[Symptom]], None] = lambda symptoms: None
+    # op -> attribution counter specs (default: the pool's iostats and async taskqs)
+    counter_specs: Callable[[str], dict[str, dict]] | None = None
 
     @property
     def pool(self) -> str:
@@ -359,15 +368,26 @@ class DioBench:
             conds = [replace(c, via="") for c in conds]
         exp = expect if isinstance(expect, dict) else {c.label: expect for c in conds}
         p = plan(file, shape, conds, self.trials, self.pool, self.have_params, o_direct,
-                 extra_params, op, stride, req_fields)
-        timeout = 60 + 2 * len(p.trials)
-        results = self.engine.run(p, timeout=timeout, name=name or shape.name)
+                 extra_params, op, stride, req_fields,
+                 self.counter_specs(op) if self.counter_specs else None)
         verb = f"P{op.upper()}{'V' if shape.vectored else ''}"
         each = shape.seg_len if shape.vectored else shape.length
-        v = judge(title, p, conds, results, exp, skipped,
-                  [f"shape {shape.name}: {len(shape.segments())} x {each} B at page offset "
-                   f"{shape.page_offset}, file offset {shape.offset}"
-                   f"{f' + trial x {stride}' if stride else ''}, {verb}", *notes])
+        return self.run_plan(title, p, conds, exp, [
+            f"shape {shape.name}: {len(shape.segments())} x {each} B at page offset "
+            f"{shape.page_offset}, file offset {shape.offset}"
+            f"{f' + trial x {stride}' if stride else ''}, {verb}", *notes],
+            name or shape.name, skipped, after)
+
+    def run_plan(self, title: str, p: Plan, conds: list[Condition],
+                 exp: dict[str, Expectation], notes: Iterable[str] = (), name: str = "",
+                 skipped: dict[str, str] | None = None,
+                 after: Callable[[Plan, list[dict]], Iterable[Symptom]] | None = None
+                 ) -> Verdict:
+        """Run a plan built by the case (any mix of ops and conditions) and judge it."""
+        timeout = 60 + 2 * len(p.trials)
+        results = self.engine.run(p, timeout=timeout, name=name)
+        v = judge(title, p, conds, results, exp, skipped, notes)
+        v.results = results
         if after is not None:
             late = list(after(p, results))
             if getattr(after, "note", ""):

@@ -51,12 +51,17 @@ class Served:
 
 
 def served(counters: dict[str, int | None]) -> Served:
-    """Attribute one trial (a write: the ``_write_`` twins). ``direct_read_count``
+    """Attribute one trial (a write: the ``_write_`` twins; a zvol: the kprobe
+    hits ``dio_calls`` / ``arc_calls``). ``direct_read_count``
     moving means the Direct I/O path issued the read; ``arc_read_count`` or the series' pinned-copy debug counter
     moving means (part of) it went through the ARC. A DIO read of a block that
     was already cached moves neither: cases control caching before measuring."""
-    d = counters.get("direct_read_count", counters.get("direct_write_count"))
-    a = counters.get("arc_read_count", counters.get("arc_write_count"))
+    def first(*keys: str) -> int | None:
+        return next((counters[k] for k in keys if k in counters), None)
+
+    # dio_calls / arc_calls: kprobe hits on each path's entry point (zvols).
+    d = first("dio_calls", "direct_read_count", "direct_write_count")
+    a = first("arc_calls", "arc_read_count", "arc_write_count")
     pinned = counters.get("pinned_copies")
     if d is None and a is None:
         return Served(False, False, False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from suite.casekit.dio import DIO_PROPS, Condition, symptom_of
@@ -72,15 +72,18 @@ def verify_file(engine: EngineRunner, file: FileSpec, overlays: list, size: int,
     return res[0]
 
 
-def reimport_check(zfs: "Zfs", engine: EngineRunner, pool: str, file: FileSpec
+def reimport_check(zfs: "Zfs", engine: EngineRunner, pool: str, file: FileSpec,
+                   relocate: Callable[[], str] | None = None
                    ) -> Callable[[Plan, list[dict]], Iterable[Symptom]]:
     """An ``after`` check for :meth:`DioBench.run`: export/import the pool, then
-    every byte each trial wrote must be on disk (and nothing else changed)."""
+    every byte each trial wrote must be on disk (and nothing else changed).
+    ``relocate()``: the file's path after the import (a zvol's /dev/zdN may change)."""
     def check(plan: Plan, results: list[dict]) -> list[Symptom]:
         overlays = landed(plan, results)
         size = max([file.size] + [o + n for o, n, s in overlays if s is not None])
         zfs.export_import(pool)
-        r = verify_file(engine, file, overlays, size, "after-reimport")
+        target = replace(file, path=relocate()) if relocate else file
+        r = verify_file(engine, target, overlays, size, "after-reimport")
         known = sum(n for _, n, s in overlays if s is not None)
         check.note = (f"{AFTER_ROW}: the whole file ({size} B, {known} B written by "
                       f"{sum(1 for o in overlays if o[2] is not None)} trials) re-read from "

@@ -32,8 +32,17 @@ class PoolSpec:
     ashift: int = 12
     props: dict[str, str] = field(default_factory=dict)   # pool-level -o
     name: str = "tank"
+    log: int = 0                      # trailing devices that form a separate log (SLOG)
 
     def vdev_args(self, devices: list[str]) -> list[str]:
+        if self.log:
+            if len(devices) <= self.log:
+                raise SuiteError(f"a pool with {self.log} log device(s) needs more than "
+                                 f"{self.log} NVMe devices, the guest has {len(devices)}",
+                                 fix="ask for more with @pytest.mark.guest(nvme=N)")
+            main, logs = devices[:-self.log], devices[-self.log:]
+            return [*PoolSpec(self.layout, self.ashift, self.props, self.name).vdev_args(main),
+                    "log", *logs]
         need = {"stripe": 1, "mirror": 2, "raidz": 2, "raidz1": 2, "raidz2": 3}
         if self.layout not in need:
             raise SuiteError(f"unknown pool layout {self.layout!r}",

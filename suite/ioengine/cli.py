@@ -1,4 +1,4 @@
-"""The command line: ``python -m suite.ioengine run|write-file|hold|flood ...``.
+"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev ...``.
 """
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from typing import Any, Sequence
 
 from .barriers import add_commands as add_write_commands
+from .blockdev import add_commands as add_blockdev_commands
 from .counters import to_int
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .stress import cmd_flood, cmd_hold, cmd_sample, parse_sample
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--deadline-s", type=float, default=600.0)
     sm.set_defaults(func=cmd_sample)
     add_write_commands(sub)
+    add_blockdev_commands(sub)
     return p
 
 

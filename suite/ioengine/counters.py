@@ -55,6 +55,16 @@ def parse_kstat(text: str) -> dict[str, int | str]:
     return out
 
 
+def parse_kprobe_profile(text: str) -> dict[str, int]:
+    """``kprobe_profile`` (tracefs): ``event  nhit  nmissed`` per probe -> {event: nhit}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
 def counter_spec(spec: Any) -> dict[str, Any]:
     if isinstance(spec, str):
         return {"path": spec}
@@ -68,6 +78,7 @@ def read_counter(spec: Any) -> int | None:
 
     ``{"glob": pattern, "field": f}`` sums ``f`` over every file that matches
     (kstats of objects created on demand, e.g. a pool's taskqs): no match is 0.
+    ``{"path": ".../kprobe_profile", "kprobe": event}`` is a kprobe's hit count.
     """
     spec = counter_spec(spec)
     if "glob" in spec:
@@ -83,6 +94,8 @@ def read_counter(spec: Any) -> int | None:
             text = f.read()
     except OSError:
         return None
+    if spec.get("kprobe"):
+        return parse_kprobe_profile(text).get(spec["kprobe"])
     fld = spec.get("field")
     if fld:
         rows = parse_kstat(text)

@@ -87,6 +87,9 @@ class Request:
     rw_flags: int = 0
     write_seed: Any = None
     rlimit_fsize: int = 0           # >0: RLIMIT_FSIZE for this trial (SIGXFSZ ignored)
+    # Buffered trials: drop the range's page cache before a read, fdatasync after a
+    # write, so the device I/O happens inside the trial (and its counters).
+    flush: bool = False
 
     @property
     def total_len(self) -> int:
@@ -103,7 +106,7 @@ class Request:
             params=dict(d.get("params") or {}), counters=dict(d.get("counters") or {}),
             timeout_s=float(d.get("timeout_s", DEFAULT_TIMEOUT_S)),
             rw_flags=int(d.get("rw_flags", 0)), write_seed=d.get("write_seed"),
-            rlimit_fsize=int(d.get("rlimit_fsize", 0)),
+            rlimit_fsize=int(d.get("rlimit_fsize", 0)), flush=bool(d.get("flush", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,6 +123,8 @@ class Request:
             d["write_seed"] = self.write_seed
         if self.rlimit_fsize:
             d["rlimit_fsize"] = self.rlimit_fsize
+        if self.flush:
+            d["flush"] = True
         return d
 
     def problems(self) -> list[str]:

@@ -42,6 +42,18 @@ def open_trial_file(path: str, op: str, o_direct: bool) -> int:
     return os.open(path, open_flags(op, o_direct))
 
 
+def file_size(path: str) -> int:
+    """``st_size``, or for a block device (whose ``st_size`` is 0) its size."""
+    st = os.stat(path)
+    if not stat.S_ISBLK(st.st_mode):
+        return st.st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
 def write_file(path: str, size: int, seed: Any, *, direct: bool = True,
                chunk: int = 1 << 20) -> dict[str, Any]:
     """Create ``path`` with exactly ``size`` bytes of ``pattern(seed)``.
@@ -108,7 +120,7 @@ def write_file(path: str, size: int, seed: Any, *, direct: bool = True,
     finally:
         os.close(fd)
     info["fsync"] = True
-    info["actual_size"] = os.stat(path).st_size
+    info["actual_size"] = file_size(path)
     info["elapsed_s"] = round(time.monotonic() - t0, 4)
     return info
 
@@ -166,7 +178,7 @@ class Engine:
         else:
             info = {"event": "file", "path": spec.path, "size": spec.size, "seed": spec.seed}
             try:
-                info["actual_size"] = os.stat(spec.path).st_size
+                info["actual_size"] = file_size(spec.path)
             except OSError as e:
                 info["actual_size"] = None
                 info["error"] = errno_name(e.errno)
@@ -230,10 +242,17 @@ class Engine:
             if req.op == "write":
                 bufs.fill(pattern(wseed, max(req.offset, 0), req.total_len))
                 r.size_before = os.fstat(fd).st_size
+            elif req.flush:         # buffered read: from the device, not the page cache
+                os.posix_fadvise(fd, max(req.offset, 0), req.total_len, os.POSIX_FADV_DONTNEED)
             before = snapshot_counters(specs)
             t0 = time.perf_counter_ns()
             with file_size_limit(req.rlimit_fsize):
                 res, err, stage = self._issue(req, fd, bufs)
+            if req.flush and req.op == "write" and not err and stage != "timeout":
+                try:                # buffered write: the device write happens here
+                    os.fdatasync(fd)
+                except OSError as e:
+                    res, err, stage = -e.errno, e.errno, "fdatasync"
             r.latency_us = round((time.perf_counter_ns() - t0) / 1000, 1)
             r.counters = counter_deltas(before, snapshot_counters(specs))
             if req.op == "write" and stage != "timeout":

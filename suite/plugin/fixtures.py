@@ -18,8 +18,10 @@ from suite.build.pipeline import BuildOptions, build, options_from
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
 from suite.casekit.engine import EngineRunner
+from suite.casekit.zvol import PROBES, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
+from suite.guest.probes import Kprobes
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom
@@ -172,7 +174,8 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     """
     m = request.node.get_closest_marker("pool")
     kw = dict(m.kwargs) if m else {}
-    spec = PoolSpec(layout=kw.get("layout", "stripe"), props=kw.get("pool_props", {}))
+    spec = PoolSpec(layout=kw.get("layout", "stripe"), props=kw.get("pool_props", {}),
+                    log=kw.get("log", 0))
     props = dict(DIO_PROPS) if "dio" in request.fixturenames else {}
     props.update(kw.get("props") or {})
     g = guests.current
@@ -240,3 +243,23 @@ def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: E
 
     return DioBench(zfs_guest, pool, engine, have, run_ctx.trials, write_table,
                     lambda symptoms: add_symptoms(item, symptoms))
+
+
+@pytest.fixture
+def zdio(dio: DioBench, zfs_guest: Zfs, guests: Guests) -> Iterator[DioBench]:
+    """A Direct I/O bench for zvols: each trial attributed by kprobe hit counts on
+    the Direct I/O and ARC entry points (``suite/casekit/zvol.py``); make the
+    zvols with ``create_zvol(zdio.dataset, zdio.engine, ...)``."""
+    probes = Kprobes(zfs_guest.guest)
+    try:
+        probes.install(*(sym for pair in PROBES.values() for sym in pair))
+    except SuiteError as e:
+        pytest.fail(f"cannot tell the zvol paths apart in this guest:\n{e}", pytrace=False)
+    dio.counter_specs = lambda op: zvol_counters(probes, op)
+    yield dio
+    g = guests.current
+    if g is not None and g.fit and g.zfs.guest is probes.guest:   # not after a power cut
+        try:
+            probes.remove()
+        except GuestError:
+            pass

@@ -35,7 +35,8 @@ MARKERS = [
     "zvol_dio: needs the zvol Direct I/O series (zvol_dio_enabled in the loaded build)",
     "zinject: needs zinject fault injection",
     "guest(nvme=2, lbs=4096, size_mib=1024, memory='4G', cpus=2): guest shape the case needs",
-    "pool(layout='stripe', props=None, dataset=None): pool layout and dataset properties",
+    "pool(layout='stripe', props=None, dataset=None, pool_props=None, log=0): pool layout "
+    "(log: trailing NVMe devices as a separate log) and dataset properties",
     "zfs_params(**params): module parameters set for the case and restored after",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "deadline(seconds): backstop for the case's call, before accelerator scaling",

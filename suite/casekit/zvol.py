@@ -1,0 +1,153 @@
+"""zvol Direct I/O (openzfs/zfs#18661): zvols, their eligibility rules, and
+which path served each request.
+
+With ``zvol_dio_enabled=1`` a zvol read goes around the ARC when every bio page
+and the device offset are page-aligned; a write when its offset and length are
+whole multiples of ``volblocksize`` (and its pages page-aligned). That holds for
+page-cache I/O to ``/dev/zdN`` as well as O_DIRECT. Everything else goes
+through the ARC. There are no zvol counters, so the path is told by kprobe hit
+counts on each path's entry point: ``dmu_read_abd`` / ``dmu_write_abd``
+(Direct I/O) against ``dmu_read_uio_dnode`` / ``dmu_write_uio_dnode`` (ARC).
+A Direct I/O chunk that fails and is retried through the ARC hits both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from suite.casekit.dio import PAGE, Condition, Shape, cond, expect_correct, symptom_of
+from suite.casekit.trials import served
+from suite.errors import GuestError
+from suite.report.symptoms import Symptom
+
+if TYPE_CHECKING:
+    from suite.casekit.engine import EngineRunner
+    from suite.guest.probes import Kprobes
+    from suite.guest.zfs import Dataset
+
+ZVOL_PARAM = "zvol_dio_enabled"
+# What the seed's rig used (seeds/zvol-zero-copy-request.txt), minus volblocksize.
+ZVOL_PROPS = {"primarycache": "metadata", "compression": "off"}
+PROBES = {"read": ("dmu_read_abd", "dmu_read_uio_dnode"),
+          "write": ("dmu_write_abd", "dmu_write_uio_dnode")}
+SIZES = {"4K": 4096, "16K": 16384, "128K": 131072, "1M": 1 << 20}
+
+
+@dataclass(frozen=True)
+class Zvol:
+    name: str
+    dev: str                  # /dev/zdN, found by asking each zd device its name
+    volblocksize: int
+    size: int
+
+
+def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
+                volblocksize: int, props: dict[str, str] | None = None) -> Zvol:
+    """``zfs create -V`` under the case's dataset; waits for its ``/dev/zdN``."""
+    size = -(-size // volblocksize) * volblocksize
+    full = f"{ds.name}/{name}"
+    args = ["create", "-V", str(size), "-o", f"volblocksize={volblocksize}"]
+    for k, v in {**ZVOL_PROPS, **(props or {})}.items():
+        args += ["-o", f"{k}={v}"]
+    zfs = ds.pool.zfs
+    if zfs.zfs(*args, full, check=False).rc != 0:       # left over: start again
+        zfs.zfs("destroy", "-f", full, check=False)
+        zfs.zfs(*args, full)
+    return Zvol(full, relocator(engine, full)(), volblocksize, size)
+
+
+def relocator(engine: "EngineRunner", name: str):
+    """After an export/import the zvol may come back as another /dev/zdN."""
+    def find() -> str:
+        found = engine.oneshot("zvol-dev", name, "--wait-s", "60", timeout=90)
+        dev = next((ln.get("dev") for ln in found if ln.get("event") == "zvol"), None)
+        if not dev:
+            raise GuestError(f"zvol {name} did not come back after the import",
+                             fix="see dmesg and zpool status in the case's commands.log")
+        return dev
+    return find
+
+
+def zvol_counters(probes: "Kprobes", op: str) -> dict[str, dict]:
+    """Engine counter specs: kprobe hits on each path's entry point for ``op``."""
+    dio, arc = PROBES[op]
+    return {"dio_calls": probes.spec(dio), "arc_calls": probes.spec(arc)}
+
+
+def direct_eligible(op: str, shape: Shape, volblocksize: int, buffered: bool = False) -> bool:
+    """Would this request go around the ARC with Direct I/O on (the series' rule)?
+
+    Page-cache I/O reaches the zvol as whole pages at page offsets: reads always
+    qualify; writes when the pages they dirty cover whole blocks."""
+    if op == "read":
+        return buffered or (shape.aligned and shape.offset % PAGE == 0)
+    if buffered:
+        start = shape.offset // PAGE * PAGE
+        end = -(-(shape.offset + shape.length) // PAGE) * PAGE
+        return start % volblocksize == 0 and (end - start) % volblocksize == 0
+    return (shape.aligned and shape.offset % volblocksize == 0
+            and shape.length % volblocksize == 0 and shape.length >= volblocksize)
+
+
+def zconditions(dio: bool = True, buffered: bool = True) -> list[Condition]:
+    """Alternated per trial: libaio, io_uring and sync O_DIRECT (and page-cache
+    I/O) with ``zvol_dio_enabled=1``, and libaio with it at 0, the row stock
+    OpenZFS runs too (where the parameter does not exist)."""
+    out = []
+    if dio:
+        out += [cond(f"{i} dio=1", i, via="", **{ZVOL_PARAM: 1})
+                for i in ("libaio", "io_uring", "sync")]
+        if buffered:
+            out.append(cond("buffered dio=1", "sync", via="", buffered=True, **{ZVOL_PARAM: 1}))
+    out.append(cond("libaio dio=0", "libaio", via="", optional=(ZVOL_PARAM,),
+                    **{ZVOL_PARAM: 0}))
+    return out
+
+
+def dio_on(c: Condition) -> bool:
+    return dict(c.params).get(ZVOL_PARAM) == 1
+
+
+def expect_path(op: str, shape: Shape, volblocksize: int):
+    """Per condition: the bytes right and the path the rule gives. A page-cache
+    write is judged on its bytes only (writeback decides how pages become bios)."""
+    def check(c: Condition, r: dict) -> Symptom | None:
+        bad = symptom_of(c, r)
+        if bad:
+            return bad
+        if c.buffered and op == "write":
+            return None
+        want = "DIO" if dio_on(c) and direct_eligible(op, shape, volblocksize,
+                                                          c.buffered) else "ARC"
+        s = served(r.get("counters") or {})
+        if not s.known:
+            return Symptom("unproven", "the kprobe hit counts are missing", c.label)
+        if s.label == "none":
+            return Symptom("unproven", f"neither path's probe fired ({r.get('counters')})",
+                           c.label)
+        if s.label != want:
+            kind = "served-by-ARC" if want == "DIO" else "served-by-DIO"
+            if s.label == "DIO+ARC":
+                kind = "dio-fallback" if want == "DIO" else "served-by-DIO"
+            return Symptom(kind, f"expected {want}, probes say {s.label} "
+                           f"({r.get('counters')})", c.label)
+        return None
+    return check
+
+
+__all__ = ["ZVOL_PARAM", "ZVOL_PROPS", "SIZES", "Zvol", "create_zvol", "zvol_counters",
+           "block_requests", "direct_eligible", "relocator", "zconditions", "expect_path", "expect_correct", "dio_on"]
+
+
+def block_requests(zv: Zvol, op: str, c: Condition, counters: dict, tag: str,
+                   write_seed: object = None, chunk: int = 0) -> list:
+    """One request per ``chunk`` (default: one block) over the whole zvol, under
+    condition ``c``; ``write_seed``: the bytes a write puts (the same seed as the
+    zvol's contents rewrites them identically, the nopwrite shape)."""
+    from suite.ioengine.plan import Request, Segment
+    step = chunk or zv.volblocksize
+    return [Request(id=f"{tag}-{off // step:04d}", file=zv.dev, segments=[Segment(step, 0)],
+                    interface=c.interface, op=op, offset=off, o_direct=not c.buffered,
+                    flush=c.buffered, condition=c.label, params=dict(c.params),
+                    counters=counters, write_seed=write_seed)
+            for off in range(0, zv.size, step)]

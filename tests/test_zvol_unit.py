@@ -1,0 +1,148 @@
+"""Self-tests of the zvol pieces that need no VM: kprobe hit counts as engine
+counters, path attribution and the eligibility rule, page-cache trials flushed
+inside the trial, a write whose buffer changes in flight, log-device pools.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from suite.casekit.dio import PAGE, Shape, cond
+from suite.casekit.trials import served
+from suite.casekit.zvol import ZVOL_PARAM, direct_eligible, expect_path, zconditions
+from suite.guest.probes import Kprobes
+from suite.guest.zfs import PoolSpec
+from suite.ioengine.counters import read_counter
+from suite.ioengine.plan import EXIT_FAILED
+from test_dioengine import ddir, engine, make_file, run_plan, trials_of  # noqa: F401,I001
+
+PROFILE = """\
+  dmu_read_abd                                               12               0
+  dmu_read_uio_dnode                                          3               1
+"""
+
+
+def test_kprobe_hit_count_is_a_counter(tmp_path: Path):
+    p = tmp_path / "kprobe_profile"
+    p.write_text(PROFILE)
+    assert read_counter({"path": str(p), "kprobe": "dmu_read_abd"}) == 12
+    assert read_counter({"path": str(p), "kprobe": "dmu_read_uio_dnode"}) == 3  # hits, not misses
+    assert read_counter({"path": str(p), "kprobe": "dmu_write_abd"}) is None
+    assert read_counter({"path": str(tmp_path / "gone"), "kprobe": "dmu_read_abd"}) is None
+
+
+def test_probe_hits_attribute_the_path():
+    assert served({"dio_calls": 1, "arc_calls": 0}).label == "DIO"
+    assert served({"dio_calls": 0, "arc_calls": 2}).label == "ARC"
+    assert served({"dio_calls": 1, "arc_calls": 1}).label == "DIO+ARC"
+    assert not served({"dio_calls": None, "arc_calls": None}).known
+    # the probe counts win over pool iostats when both are there
+    assert served({"dio_calls": 0, "arc_calls": 1, "direct_read_count": 5}).label == "ARC"
+
+
+@pytest.mark.parametrize("op,shape,vbs,want", [
+    ("read", Shape("b", 0, total=PAGE), 131072, True),          # reads: pages only
+    ("read", Shape("s", 0, total=PAGE, offset=512), 4096, False),
+    ("read", Shape("p", 0, total=PAGE, page_offset=512), 4096, False),
+    ("write", Shape("b", 0, total=131072), 131072, True),
+    ("write", Shape("sub", 0, total=PAGE, offset=PAGE), 131072, False),
+    ("write", Shape("plus", 0, total=131072 + PAGE), 131072, False),
+    ("write", Shape("v", 4, seg_len=32768), 131072, True),
+    ("write", Shape("s", 0, total=2 * PAGE, offset=PAGE), 4096, True),
+])
+def test_eligibility_rule(op, shape, vbs, want):
+    assert direct_eligible(op, shape, vbs) is want
+
+
+def test_buffered_io_reaches_the_zvol_as_whole_pages():
+    sub = Shape("sub", 0, total=512, offset=512)
+    assert direct_eligible("read", sub, 131072, buffered=True)
+    assert direct_eligible("write", sub, 4096, buffered=True)        # dirties one whole block
+    assert not direct_eligible("write", sub, 131072, buffered=True)
+
+
+def _trial(dio: int, arc: int, correct: bool = True) -> dict:
+    return {"res": 4096, "expected_len": 4096, "correct": correct, "stage": None,
+            "counters": {"dio_calls": dio, "arc_calls": arc}}
+
+
+def test_expect_path_names_the_wrong_path():
+    on, off = zconditions()[0], zconditions()[-1]
+    block = Shape("b", 0, total=4096)
+    check = expect_path("write", block, 4096)
+    assert check(on, _trial(1, 0)) is None
+    assert check(on, _trial(0, 1)).kind == "served-by-ARC"
+    assert check(on, _trial(1, 1)).kind == "dio-fallback"
+    assert check(off, _trial(0, 1)) is None
+    assert check(off, _trial(1, 0)).kind == "served-by-DIO"
+    assert check(on, _trial(0, 0)).kind == "unproven"
+    assert check(on, _trial(1, 0, correct=False)).kind == "wrong-bytes"
+    buffered = cond("buffered dio=1", "sync", via="", buffered=True, **{ZVOL_PARAM: 1})
+    assert check(buffered, _trial(0, 1)) is None            # writeback decides: bytes only
+
+
+def test_page_cache_trials_are_flushed_inside_the_trial(ddir: Path):
+    f = make_file(ddir, "buffered.bin", 8 * PAGE, "base")
+    seg = [{"len": PAGE, "page_offset": 0}]
+    lines = run_plan(ddir, [{"path": f, "size": 8 * PAGE, "seed": "base", "create": False}], [
+        {"id": "w", "file": f, "op": "write", "interface": "sync", "segments": seg,
+         "offset": PAGE, "o_direct": False, "flush": True},
+        {"id": "r", "file": f, "op": "read", "interface": "sync", "segments": seg,
+         "offset": PAGE, "o_direct": False, "flush": True},
+    ])
+    t = trials_of(lines)
+    assert t["w"]["correct"] and t["w"]["res"] == PAGE
+    assert t["r"]["correct"] and t["r"]["o_direct"] is False
+
+
+def test_flip_write_reports_each_write_and_the_stable_result(ddir: Path):
+    f = make_file(ddir, "flip.bin", 32 * PAGE, "base")
+    _, (out,) = engine("flip-write", f, "--len", str(16 * PAGE), "--writes", "5")
+    assert out["writes"] == 5 and len(out["results"]) == 5
+    assert out["flips"] > 0
+    assert out["errors"] == 0 and out["short"] == 0     # a host fs does not verify checksums
+    assert out["readback_matches"] is True
+
+
+def test_zvol_dev_says_when_no_device_answers():
+    rc, (out,) = engine("zvol-dev", "nopool/novol", "--wait-s", "0", ok=(EXIT_FAILED,))
+    assert out["dev"] is None
+
+
+def test_log_devices_are_the_trailing_namespaces():
+    devs = ["/dev/a", "/dev/b", "/dev/c"]
+    assert PoolSpec(log=1).vdev_args(devs) == ["/dev/a", "/dev/b", "log", "/dev/c"]
+    assert PoolSpec("mirror", log=1).vdev_args(devs) == ["mirror", "/dev/a", "/dev/b", "log",
+                                                          "/dev/c"]
+    with pytest.raises(Exception, match="log device"):
+        PoolSpec(log=3).vdev_args(devs)
+
+
+@dataclass
+class _R:
+    rc: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class FakeGuest:
+    commands: list[str] = field(default_factory=list)
+
+    def run(self, cmd: str, timeout: float = 0, check: bool = True) -> _R:
+        self.commands.append(cmd)
+        return _R(stdout=PROFILE if "kprobe_profile" in cmd else "")
+
+
+def test_kprobes_are_armed_on_the_module_and_removed_first():
+    g = FakeGuest()
+    specs = Kprobes(g).install("dmu_read_abd", "dmu_read_uio_dnode")
+    assert "-:" in g.commands[0] or "enable" in g.commands[0]       # old probes go first
+    arm = g.commands[1]
+    assert "p:ozfs/dmu_read_abd zfs:dmu_read_abd" in arm
+    assert "events/ozfs/dmu_read_uio_dnode/enable" in arm
+    assert specs["dmu_read_abd"] == {"path": "/sys/kernel/tracing/kprobe_profile",
+                                     "kprobe": "dmu_read_abd"}
+    assert Kprobes(g, symbols=["dmu_read_abd"]).hits() == {"dmu_read_abd": 12}
