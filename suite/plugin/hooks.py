@@ -38,6 +38,7 @@ MARKERS = [
     "pool(layout='stripe', props=None, dataset=None, pool_props=None, log=0): pool layout "
     "(log: trailing NVMe devices as a separate log) and dataset properties",
     "zfs_params(**params): module parameters set for the case and restored after",
+    "perf: a benchmark (fio matrices); deselected unless -m selects it",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "deadline(seconds): backstop for the case's call, before accelerator scaling",
     "ozfs_case: set by the plugin on every case that uses the build under test",
@@ -56,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--results", default=None, help="results folder (default ./results)")
     g.addoption("--keep-vm", action="store_true",
                 help="leave a guest that failed running for inspection (prints how to reach it)")
+    g.addoption("--perf-matrix", default="auto", choices=["auto", "small", "full"],
+                help="benchmark matrix size (-m perf): auto = full on KVM, small under TCG")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
@@ -109,6 +112,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "zfs_build" in getattr(item, "fixturenames", ()):
             item.add_marker(CASE_MARK)
+    # Benchmarks run only when asked for by marker (-m perf): never by default.
+    if "perf" not in (config.getoption("markexpr", "") or ""):
+        perf = [i for i in items if i.get_closest_marker("perf")]
+        if perf:
+            config.hook.pytest_deselected(items=perf)
+            items[:] = [i for i in items if not i.get_closest_marker("perf")]
 
 
 def pytest_configure_node(node) -> None:  # xdist: the controller hands its run dir on

@@ -1,0 +1,74 @@
+"""Self-tests of the benchmark plumbing (no VM): fio JSON, /proc/stat and perf
+report parsing, and the side-by-side tables with their ratios and charts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suite.casekit.perf import FioJob, busy_jiffies, copy_share, parse_fio, parse_perf_report
+from suite.report.perf import TCG_NOTE, PerfTable
+
+FIO = "fio: some warning\n" + json.dumps({"jobs": [{
+    "read": {"io_bytes": 2 << 30, "bw_bytes": 400 << 20, "iops": 400.0,
+             "clat_ns": {"percentile": {"50.000000": 900000, "99.000000": 2500000}}},
+    "write": {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0}}]})
+
+PERF = """\
+    37.83%  [k] __memcpy
+     3.62%  [k] read_tsc
+     1.48%  [k] zfs_uiomove_bvec_rq
+     1.00%  [k] copy_user_enhanced_fast_string
+     0.50%  [.] fio_main
+"""
+
+
+def test_fio_json_after_warnings():
+    f = parse_fio(FIO)
+    assert f["bw_mib_s"] == 400 and f["iops"] == 400 and f["p99_lat_us"] == 2500
+    assert f["bytes"] == 2 << 30
+
+
+def test_busy_jiffies_leaves_out_idle_and_iowait():
+    busy, total = busy_jiffies("cpu  10 0 20 100 5 1 1 0 0 0\ncpu0 1 2 3 4\n")
+    assert busy == 32 and total == 137
+
+
+def test_copy_share_counts_only_copy_functions():
+    syms = parse_perf_report(PERF)
+    assert syms[0] == ("__memcpy", 37.83)
+    assert copy_share(syms) == 38.83          # __memcpy + copy_user_*, not zfs_uiomove_*
+
+
+def test_fio_job_command_line():
+    args = FioJob("randread", "4k", 8, 4, "io_uring", 3, "32m").args("/dev/zd0")
+    assert "--ioengine=io_uring" in args and "--numjobs=4" in args and "--direct=1" in args
+    assert "--output-format=json" in args and "--time_based" in args
+
+
+def _cell(side: str, bw: float, cpu: float) -> dict:
+    return {"labels": {"side": side, "rw": "read", "bs": "1m", "iodepth": 32, "numjobs": 1,
+                       "ioengine": "libaio"}, "bw_mib_s": bw, "iops": bw, "p99_lat_us": 10.0,
+            "cpu_s_per_gib": cpu, "copy_share": 30.0 if side == "dio=0" else 2.0, "error": ""}
+
+
+def test_table_puts_sides_together_with_their_ratio(tmp_path: Path):
+    t = PerfTable("zvol", "tcg", ("dio=0", "dio=1"))
+    t.add(_cell("dio=0", 100.0, 4.0))
+    t.add(_cell("dio=1", 150.0, 2.0))
+    md = t.markdown()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| read"))
+    assert row.startswith("| read 1m iodepth=32 numjobs=1 libaio | 100 | 150 | 1.50 |")
+    assert "| 4.00 | 2.00 | 0.50 |" in row
+    assert TCG_NOTE in md
+    files = t.write(tmp_path, "zvol")
+    assert json.loads(files[0].read_text())["cells"][1]["bw_mib_s"] == 150.0
+    assert any(f.suffix == ".png" and f.stat().st_size > 1000 for f in files)
+
+
+def test_failed_cells_are_listed_not_hidden():
+    t = PerfTable("x", "kvm", ("async=0", "async=1"))
+    c = _cell("async=0", 1.0, 1.0)
+    c["error"] = "fio rc=1: boom"
+    t.add(c)
+    md = t.markdown()
+    assert "cell failed" in md and "boom" in md and TCG_NOTE not in md
