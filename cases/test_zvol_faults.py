@@ -51,11 +51,12 @@ def test_zvol_read_eio_reaches_caller(zdio, symptom):
     file = FileSpec(zv.dev, zv.size, "eio")
     zdio.engine.run(Plan([file], []), name="lay-down")
     zdio.zfs.zpool("sync", zdio.pool)
-    dev = zdio.zfs.nvme_devices()[0]
-    zdio.zfs.zinject("-d", dev, "-e", "io", "-T", "read", "-f", "100", zdio.pool)
+    devs = zdio.zfs.nvme_devices()          # a stripe: every device, or blocks escape
+    for dev in devs:
+        zdio.zfs.zinject("-d", dev, "-e", "io", "-T", "read", "-f", "100", zdio.pool)
     try:
         saved, zdio.trials = zdio.trials, rounds
-        v = zdio.run(f"zvol read with EIO injected on {dev}", FileSpec(zv.dev, zv.size, "eio",
+        v = zdio.run(f"zvol read with EIO injected on {', '.join(devs)}", FileSpec(zv.dev, zv.size, "eio",
                      create=False), Shape("block", nsegs=0, total=VBS), conds, expect_eio,
                      stride=VBS, name="eio-read")
     finally:

@@ -36,7 +36,8 @@ def sync_pool(zdio, accel, symptom, when: str) -> None:
         zdio.zfs.zpool("sync", zdio.pool, timeout=accel.deadline(120))
     except GuestError as e:
         symptom("hang", f"zpool sync {when} did not return: {e.what}")
-        raise
+        pytest.fail(f"zpool sync {when} did not return within its deadline: the sync "
+                    f"thread is stuck or dead (see the console and the D-state stacks)")
 
 
 def rewrite_and_check(zdio, accel, symptom, props: dict[str, str], clone: bool, title: str):
