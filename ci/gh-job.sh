@@ -52,7 +52,11 @@ case "$CMD" in
       pytest_args+=(--zfs-source "https://github.com/${ZFS_REPOSITORY}")
     [ -n "$SELECTION" ] && pytest_args+=(-k "$SELECTION")
     if [ "$MODE" = "gate" ]; then
-      cmd=(python3 -m suite gate "${pytest_args[@]}")
+      [ "$SERIES" != "none" ] || { echo "MODE=gate needs a SERIES" >&2; exit 2; }
+      export OZFS_VMCI_RESULTS="$RESULTS"       # gate-<time>/ with junit, markdown, HTML
+      cmd=(python3 -m suite gate --series "$SERIES" --kernel "$KERNEL")
+      [ -n "$SELECTION" ] && cmd+=(-k "$SELECTION")
+      cmd+=(-- -n "$JOBS")
     else
       cmd=(python3 -m pytest cases "${pytest_args[@]}")
     fi

@@ -1,4 +1,4 @@
-"""``python -m suite``: build, series, doctor, shell."""
+"""``python -m suite``: build, series, doctor, bugs, gate, shell."""
 from __future__ import annotations
 
 import argparse
@@ -64,6 +64,28 @@ def cmd_bugs(args: argparse.Namespace) -> int:
     return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None)
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    import os
+
+    from suite.report.gate import run_gate
+    from suite.report.runreport import markdown, print_verdict, write_reports
+    from suite.source import series
+    name = args.series.split("@", 1)[0]
+    manifests = series.available()
+    if name not in manifests:
+        raise SuiteError(f"unknown series '{name}'", fix=f"known: {', '.join(manifests)}")
+    selection = ["-k", args.k] if args.k else []
+    extra = [*(["--kernel", args.kernel] if args.kernel else []), *args.pytest_args]
+    g = run_gate(args.series, manifests[name].base, selection, extra, reruns=args.reruns)
+    files = write_reports(g)
+    print_verdict(g, files)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+            f.write(markdown(g))
+    from suite.report.gate import verdict
+    return verdict(g.classes)[0]
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     from suite.shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
@@ -94,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only at the bad or the fixed commit (default: both)")
     kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
     kb.set_defaults(func=cmd_bugs)
+    gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
+                                     "sort each case (regression, fixed, ...); exit 0/1/2")
+    gt.add_argument("--series", required=True, help="NAME or NAME@COMMIT (base: the manifest's)")
+    gt.add_argument("-k", default="", help="pytest -k selection (default: every case)")
+    gt.add_argument("--kernel", default=None, help="kernel profile for both sides")
+    gt.add_argument("--reruns", type=int, default=2,
+                    help="reruns of a case that passed on base and failed with the series")
+    gt.set_defaults(func=cmd_gate)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)

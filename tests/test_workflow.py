@@ -79,11 +79,13 @@ def test_dry_run_builds_the_command_from_the_inputs():
     line = next(ln for ln in out.splitlines() if "pytest cases" in ln)
     assert "--series zvol-dio" in line and "--kernel debian-6.12" in line
     assert "-k zvol\\ and\\ 4K" in line and "--junitxml" in line
-    fork = job("--dry-run", "run", SERIES="none", ZFS_REPOSITORY="someone/zfs", ZFS_REF="a" * 40,
-               MODE="gate")
-    line = next(ln for ln in fork.splitlines() if "suite gate" in ln)
+    fork = job("--dry-run", "run", SERIES="none", ZFS_REPOSITORY="someone/zfs", ZFS_REF="a" * 40)
+    line = next(ln for ln in fork.splitlines() if "pytest cases" in ln)
     assert "--series" not in line and "--zfs-source https://github.com/someone/zfs" in line
     assert f"--zfs-ref {'a' * 40}" in line
+    gate = job("--dry-run", "run", MODE="gate", SELECTION="eof")
+    line = next(ln for ln in gate.splitlines() if "suite gate" in ln)
+    assert "--series async-dio" in line and "-k eof" in line and line.endswith("-- -n 2")
 
 
 def test_cache_key_follows_the_commit_not_the_run():

@@ -7,6 +7,7 @@ verified ZFS in a guest, a dataset on a pool, the I/O engine, a Direct I/O bench
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,8 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
     # choose() warns once when KVM is unusable; pytest lists it in the summary.
     a = choose(run_ctx.config.getoption("accel"), Path(zfs_build.kernel["vmlinuz"]))
     run_ctx.config.stash[DEADLINE_SCALE] = a.scale      # the per-case backstop scales too
+    (run_ctx.run_dir / "accel.json").write_text(json.dumps(
+        {"name": a.name, "scale": a.scale, "reason": a.reason}) + "\n")
     return a
 
 

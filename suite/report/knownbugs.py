@@ -19,20 +19,14 @@ kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 """
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.report.sessions import run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.source import series
-
-SESSION_TIMEOUT = float(os.environ.get("OZFS_VMCI_BUGS_TIMEOUT", str(3 * 3600)))
 
 
 @dataclass
@@ -82,19 +76,6 @@ class Outcome:
         return self.verdict in ("caught", "clean")
 
 
-def count(junit: Path) -> tuple[int, int, int, int]:
-    """(passed, failed, errors, skipped) from a JUnit XML file."""
-    root = ET.parse(junit).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root)
-    t = f = e = s = 0
-    for su in suites:
-        t += int(su.get("tests", 0))
-        f += int(su.get("failures", 0))
-        e += int(su.get("errors", 0))
-        s += int(su.get("skipped", 0))
-    return t - f - e - s, f, e, s
-
-
 def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> tuple[list[CaseResult], str]:
     """Judge every case's verdict.json under ``results`` against ``spec``."""
     verdicts = [CaseVerdict.load(p) for p in sorted(results.glob("*/cases/*/verdict.json"))]
@@ -106,34 +87,6 @@ def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> 
         problem = (f"{junit_tests - len(verdicts)} of {junit_tests} cases left no verdict.json "
                    f"(see pytest.log)")
     return cases, problem
-
-
-def run_cases(selection: str, k: str, results: Path, extra: list[str],
-              timeout: float = SESSION_TIMEOUT) -> tuple[int | None, str, float]:
-    """One inner pytest session; returns (JUnit test count, problem, seconds)."""
-    results.mkdir(parents=True, exist_ok=True)
-    junit = results / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", str(paths.PROJECT_ROOT / "cases"), "-k", k,
-           "--series", selection, "--results", str(results), f"--junitxml={junit}",
-           "-p", "no:cacheprovider", "-q", *extra]
-    t = time.monotonic()
-    problem = ""
-    with open(results / "pytest.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=paths.PROJECT_ROOT, start_new_session=True)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            problem = f"the pytest session ran past its {timeout:.0f}s deadline and was killed"
-    secs = time.monotonic() - t
-    tests = sum(count(junit)) if junit.exists() else None
-    return tests, problem, secs
 
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
@@ -160,7 +113,7 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             results = paths.results_root() / f"bugs-{stamp}" / b.id / role
             print(f"==> {b.id}: cases -k '{k}' at {sel} ({role}); counts: "
                   f"{b.symptom.describe()}", flush=True)
-            tests, problem, o.seconds = run_cases(sel, k, results, extra)
+            tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results, extra)
             o.cases, judged = judge_session(b.symptom, results, tests)
             o.problem, o.results = problem or judged, str(results)
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "

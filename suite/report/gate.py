@@ -1,0 +1,165 @@
+"""``python -m suite gate --series S``: what a series changes against its base.
+
+The chosen cases run twice, in one results folder, with the same kernel, guest
+shape and trials: at the series' base (stock OpenZFS at that commit) and at
+base+series. Every case then falls in one class:
+
+- **regression**: passes on base, fails with the series (reproduced on rerun),
+  or a series feature (not applicable on base) that fails: the gate fails;
+- **fixed**: fails on base, passes with the series;
+- **still failing**: fails on both (a finding on stock to chase, not the PR's);
+- **unchanged pass**: passes on both;
+- **not applicable on base**: skipped on base for want of the series' feature,
+  passes with it;
+- **flaky**: failed with the series, then passed every rerun (or failed on base
+  on rerun too): reported as such, never passed silently;
+- **inconclusive**: a side proved nothing (guest lost, build failed, no verdict,
+  skipped with the series): the gate fails with that reason.
+
+Reruns: a case that passed on base and failed with the series is run again
+``--reruns`` times (default 2) on both. A case runs every condition 14 trials by
+default, so a failure present in 1 trial in 5 shows in one run with 95%
+probability, and misses 2 reruns with 0.2%: a failure that does not come back
+in 2 reruns is not the series' regression at that rate.
+
+Exit codes: 0 pass, 1 regression, 2 inconclusive (or usage).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from suite import paths
+from suite.report.sessions import load_verdicts, run_cases
+from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict
+
+CLASSES = ("regression", "inconclusive", "flaky", "fixed", "still failing",
+           "not applicable on base", "unchanged pass")
+FEATURE_SKIP = ("build has no", "use --series", "nothing but the control", "the loaded build has no")
+EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 2
+
+
+def state(v: CaseVerdict | None) -> tuple[str, str]:
+    """(pass | fail | skip | feature-skip | inconclusive | missing, why) of one side."""
+    if v is None:
+        return "missing", "no verdict.json (the session did not reach the case)"
+    if v.outcome == "passed":
+        return "pass", ""
+    if v.outcome == "skipped":
+        return ("feature-skip" if any(s in v.reason for s in FEATURE_SKIP) else "skip"), v.reason
+    kinds = [s.kind for s in v.symptoms]
+    if not kinds or all(k in INFRASTRUCTURE for k in kinds):
+        return "inconclusive", (str(v.symptoms[0]) if v.symptoms else v.reason)
+    first = next(s for s in v.symptoms if s.kind not in INFRASTRUCTURE)
+    return "fail", str(first)
+
+
+@dataclass
+class CaseClass:
+    nodeid: str
+    cls: str
+    why: str
+    base: str = ""
+    series: str = ""
+    reruns: dict[str, list[str]] = field(default_factory=dict)   # side -> states
+
+
+def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
+             reruns: dict[str, list[str]] | None = None) -> CaseClass:
+    b, bwhy = state(base)
+    s, swhy = state(series)
+    c = CaseClass(nodeid, "", "", b, s, reruns or {})
+    if s in ("missing", "inconclusive", "skip", "feature-skip"):
+        c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
+    elif b == "feature-skip":
+        c.cls = "not applicable on base" if s == "pass" else "regression"
+        c.why = f"base: {bwhy}" if s == "pass" else f"a series feature fails: {swhy}"
+    elif b in ("missing", "inconclusive", "skip"):
+        c.cls, c.why = "inconclusive", f"on base: {b}: {bwhy}"
+    elif (b, s) == ("pass", "pass"):
+        c.cls = "unchanged pass"
+    elif (b, s) == ("fail", "pass"):
+        c.cls, c.why = "fixed", f"on base: {bwhy}"
+    elif (b, s) == ("fail", "fail"):
+        c.cls, c.why = "still failing", f"base: {bwhy}; series: {swhy}"
+    else:                                   # passes on base, fails with the series
+        rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
+        if not rs and not rb:
+            c.cls, c.why = "regression", f"{swhy} (not rerun)"
+        elif "fail" in rb:
+            c.cls, c.why = "flaky", f"failed on base too on rerun ({rb}); series: {swhy}"
+        elif "fail" not in rs:
+            c.cls, c.why = "flaky", f"did not come back in {len(rs)} rerun(s) ({rs}): {swhy}"
+        else:
+            c.cls = "regression"
+            c.why = f"{swhy} (again in {rs.count('fail')} of {len(rs)} reruns; base {rb})"
+    return c
+
+
+def verdict(classes: list[CaseClass]) -> tuple[int, str]:
+    n = {k: sum(1 for c in classes if c.cls == k) for k in CLASSES}
+    if not classes:
+        return EXIT_INCONCLUSIVE, "INCONCLUSIVE: no case was selected"
+    if n["regression"]:
+        return EXIT_REGRESSION, f"FAIL: {n['regression']} regression(s)"
+    if n["inconclusive"]:
+        return EXIT_INCONCLUSIVE, f"INCONCLUSIVE: {n['inconclusive']} case(s) proved nothing"
+    if not any(n[k] for k in ("unchanged pass", "not applicable on base", "fixed",
+                              "still failing", "flaky")):
+        return EXIT_INCONCLUSIVE, "INCONCLUSIVE: nothing ran to a verdict"
+    extra = f" ({n['flaky']} flaky)" if n["flaky"] else ""
+    return EXIT_PASS, f"PASS{extra}"
+
+
+@dataclass
+class GateRun:
+    series: str
+    base: str
+    root: Path
+    selection: list[str]
+    classes: list[CaseClass] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        code, text = verdict(self.classes)
+        return json.dumps({"series": self.series, "base": self.base, "verdict": text,
+                           "exit": code, "selection": self.selection,
+                           "seconds": self.seconds, "problems": self.problems,
+                           "cases": [asdict(c) for c in self.classes]}, indent=1)
+
+
+def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
+             reruns: int = 2, root: Path | None = None) -> GateRun:
+    """Both sessions, the reruns, the classes. Reports are written by the caller."""
+    root = root or paths.results_root() / f"gate-{time.strftime('%Y%m%d-%H%M%S')}"
+    g = GateRun(series_sel, base, root, selection)
+    sides = {"base": ["--zfs-ref", base], "series": ["--series", series_sel]}
+    verdicts: dict[str, dict[str, CaseVerdict]] = {}
+    for side, args in sides.items():
+        print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}", flush=True)
+        _, problem, g.seconds[side] = run_cases([*selection, *args], root / side, extra)
+        if problem:
+            g.problems[side] = problem
+        verdicts[side] = load_verdicts(root / side)
+        print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
+              f"{'; ' + problem if problem else ''}", flush=True)
+    nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
+    first = {n: classify(n, verdicts["base"].get(n), verdicts["series"].get(n)) for n in nodeids}
+    suspects = [n for n, c in first.items() if (c.base, c.series) == ("pass", "fail")]
+    again: dict[str, dict[str, list[str]]] = {n: {"base": [], "series": []} for n in suspects}
+    for i in range(reruns if suspects else 0):
+        for side, args in sides.items():
+            out = root / f"rerun{i + 1}-{side}"
+            print(f"==> gate: rerun {i + 1}/{reruns} on {side}: {len(suspects)} case(s)",
+                  flush=True)
+            _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
+                [*args], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in suspects])
+            got = load_verdicts(out)
+            for n in suspects:
+                again[n][side].append(state(got.get(n))[0])
+    g.classes = [classify(n, verdicts["base"].get(n), verdicts["series"].get(n), again.get(n))
+                 for n in nodeids]
+    return g

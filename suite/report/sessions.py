@@ -1,0 +1,78 @@
+"""Inner pytest sessions: how ``suite bugs``, ``suite gate`` and ``suite bisect``
+run a selection of cases at one build and read back what each case came to.
+
+Each session gets its own results folder (``pytest.log``, ``junit.xml``, the
+run folder with every case's ``verdict.json``) and a deadline
+(``OZFS_VMCI_SESSION_TIMEOUT`` seconds, default 3 h; ``OZFS_VMCI_BUGS_TIMEOUT``
+is still read).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from suite import paths
+from suite.report.symptoms import CaseVerdict
+
+SESSION_TIMEOUT = float(os.environ.get("OZFS_VMCI_SESSION_TIMEOUT",
+                                       os.environ.get("OZFS_VMCI_BUGS_TIMEOUT", str(3 * 3600))))
+
+
+def count(junit: Path) -> tuple[int, int, int, int]:
+    """(passed, failed, errors, skipped) from a JUnit XML file."""
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    t = f = e = s = 0
+    for su in suites:
+        t += int(su.get("tests", 0))
+        f += int(su.get("failures", 0))
+        e += int(su.get("errors", 0))
+        s += int(su.get("skipped", 0))
+    return t - f - e - s, f, e, s
+
+
+def run_cases(args: list[str], results: Path, extra: list[str] = (),
+              timeout: float = SESSION_TIMEOUT,
+              targets: list[str] | None = None) -> tuple[int | None, str, float]:
+    """One inner pytest session over ``targets`` (default: every case) with
+    ``args`` (e.g. ``-k EXPR --series S``); returns (JUnit test count, problem,
+    seconds)."""
+    results.mkdir(parents=True, exist_ok=True)
+    junit = results / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", *(targets or [str(paths.PROJECT_ROOT / "cases")]),
+           *args, "--results", str(results), f"--junitxml={junit}",
+           "-p", "no:cacheprovider", "-q", *extra]
+    t = time.monotonic()
+    problem = ""
+    with open(results / "pytest.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=paths.PROJECT_ROOT, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            problem = f"the pytest session ran past its {timeout:.0f}s deadline and was killed"
+    secs = time.monotonic() - t
+    tests = sum(count(junit)) if junit.exists() else None
+    return tests, problem, secs
+
+
+
+
+def load_verdicts(results: Path) -> dict[str, CaseVerdict]:
+    """nodeid -> what the case came to, for every case of a session's results."""
+    out = {}
+    for p in sorted(results.glob("*/cases/*/verdict.json")):
+        v = CaseVerdict.load(p)
+        out[v.nodeid] = v
+    return out

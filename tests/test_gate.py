@@ -1,0 +1,112 @@
+"""Self-tests of the merge gate (no VM): how a case is classed from its two
+sides and its reruns, the exit code, and the reports written from the
+sessions' folders. The sessions themselves are faked by writing verdict.json
+files where pytest would."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from suite.report import gate
+from suite.report.gate import classify, run_gate, state, verdict
+from suite.report.runreport import slug, write_reports
+from suite.report.symptoms import CaseVerdict, Symptom
+
+N = "cases/test_dio_eof.py::test_eof[40000]"
+
+
+def v(outcome: str, *kinds: str, reason: str = "") -> CaseVerdict:
+    return CaseVerdict(N, outcome, [Symptom(k, "detail", "async=1") for k in kinds], reason)
+
+
+def test_side_states():
+    assert state(None)[0] == "missing"
+    assert state(v("passed"))[0] == "pass"
+    assert state(v("failed", "EFAULT"))[0] == "fail"
+    assert state(v("failed", "guest-lost"))[0] == "inconclusive"      # proved nothing
+    assert state(v("failed", "not-armed", "EFAULT"))[0] == "fail"
+    assert state(v("error"))[0] == "inconclusive"
+    assert state(v("skipped", reason="the loaded build has no zfs_async_dio_enabled"))[0] \
+        == "feature-skip"
+
+
+@pytest.mark.parametrize("base,series,reruns,want", [
+    (v("passed"), v("passed"), None, "unchanged pass"),
+    (v("failed", "EFAULT"), v("passed"), None, "fixed"),
+    (v("failed", "EFAULT"), v("failed", "EFAULT"), None, "still failing"),
+    (v("skipped", reason="async_dio: the loaded build has no zfs_async_dio_enabled"),
+     v("passed"), None, "not applicable on base"),
+    (v("skipped", reason="the loaded build has no zfs_async_dio_enabled"),
+     v("failed", "EINVAL"), None, "regression"),
+    (v("passed"), v("failed", "EFAULT"), {"series": ["fail", "pass"], "base": ["pass", "pass"]},
+     "regression"),
+    (v("passed"), v("failed", "EFAULT"), {"series": ["pass", "pass"], "base": ["pass", "pass"]},
+     "flaky"),
+    (v("passed"), v("failed", "EFAULT"), {"series": ["fail", "fail"], "base": ["fail", "pass"]},
+     "flaky"),
+    (v("passed"), v("failed", "guest-lost"), None, "inconclusive"),
+    (None, v("passed"), None, "inconclusive"),
+    (v("passed"), None, None, "inconclusive"),
+])
+def test_classes(base, series, reruns, want):
+    assert classify(N, base, series, reruns).cls == want
+
+
+def test_exit_codes():
+    c = lambda cls: gate.CaseClass(N, cls, "")        # noqa: E731
+    assert verdict([c("unchanged pass"), c("fixed")])[0] == 0
+    assert verdict([c("unchanged pass"), c("flaky")]) == (0, "PASS (1 flaky)")
+    assert verdict([c("regression"), c("inconclusive")])[0] == 1
+    assert verdict([c("unchanged pass"), c("inconclusive")])[0] == 2
+    assert verdict([])[0] == 2
+
+
+def write_case(results: Path, nodeid: str, cv: CaseVerdict, table: str = "") -> None:
+    d = results / "20260101-000000-x" / "cases" / slug(nodeid)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "verdict.json").write_text(CaseVerdict(nodeid, cv.outcome, cv.symptoms,
+                                                cv.reason).to_json())
+    if table:
+        (d / "table-1.md").write_text(table)
+        (d / "table-1.txt").write_text(table)
+    (d / "commands.log").write_text("$ zpool create tank ...\n")
+
+
+def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkeypatch):
+    ok, bad = "cases/t.py::test_ok", "cases/t.py::test_broken"
+    calls = []
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        calls.append((results.name, list(args), targets))
+        side = "base" if "--zfs-ref" in args else "series"
+        write_case(results, ok, v("passed"))
+        if targets is None or any(bad in t for t in targets):
+            broken = v("failed", "EFAULT") if side == "series" else v("passed")
+            write_case(results, bad, broken, "**PREAD tail**\n| a | b |")
+        (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
+        return 2, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("async-dio@39991b06f", "e" * 40, ["-k", "eof"], ["-n", "2"], reruns=2,
+                 root=tmp_path / "g")
+    assert [c[0] for c in calls] == ["base", "series", "rerun1-base", "rerun1-series",
+                                     "rerun2-base", "rerun2-series"]
+    assert calls[0][1] == ["-k", "eof", "--zfs-ref", "e" * 40]
+    assert calls[2][2] and calls[2][2][0].endswith(bad)             # only the suspect again
+    by = {c.nodeid: c for c in g.classes}
+    assert by[ok].cls == "unchanged pass"
+    assert by[bad].cls == "regression" and "2 of 2 reruns" in by[bad].why
+    files = write_reports(g)
+    md = (tmp_path / "g" / "gate.md").read_text()
+    assert md.splitlines()[0].endswith("**FAIL: 1 regression(s)** (exit 1)")
+    assert "PREAD tail" in md and "commands.log" in md
+    suite = ET.parse(tmp_path / "g" / "junit.xml").getroot()
+    failed = [tc for tc in suite.iter("testcase") if tc.find("failure") is not None]
+    assert [tc.get("name") for tc in failed] == ["test_broken"]
+    assert "PREAD tail" in failed[0].find("system-out").text
+    page = (tmp_path / "g" / "report.html").read_text()
+    assert "test_broken" in page and "table-1.txt" in page and "<script" not in page
+    assert json.loads(files[0].read_text())["exit"] == 1
