@@ -1,4 +1,4 @@
-"""``python -m suite``: build, series, doctor, bugs, gate, shell."""
+"""``python -m suite``: build, series, doctor, bugs, gate, repro, shell."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +86,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return verdict(g.classes)[0]
 
 
+def cmd_repro(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from suite.report.repro import run_repro
+    return run_repro(Path(args.case_dir), options_from(args), accel=args.accel)
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     from suite.shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
@@ -124,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     gt.add_argument("--reruns", type=int, default=2,
                     help="reruns of a case that passed on base and failed with the series")
     gt.set_defaults(func=cmd_gate)
+    rp = sub.add_parser("repro", help="run a failed case's reproducer in a fresh guest at "
+                                      "any build: exit 1 reproduced, 0 not")
+    rp.add_argument("case_dir", help="the case's results folder (has repro/repro.sh)")
+    add_build_options(rp.add_argument)
+    rp.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    rp.set_defaults(func=cmd_repro)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)

@@ -146,6 +146,7 @@ class Guests:
         parameter the case changed is put back. The guest of a failed case is
         recycled too: its dataset was left alone (it may be wedged), and with it
         faults still injected and I/O in flight that must not reach the next case."""
+        g.zfs.guest.mark("ozfs-vmci: end of the case; the harness's checks follow")
         alive = g.vm.alive and g.zfs.guest.alive(timeout=self.accel.deadline(5))
         stuck = []
         if alive:

@@ -236,6 +236,10 @@ class Guest:
             with open(self._log_path, "a", encoding="utf-8", errors="replace") as f:
                 f.write(text if text.endswith("\n") else text + "\n")
 
+    def mark(self, text: str) -> None:
+        """A line in the command log that runs nothing (e.g. where a case ends)."""
+        self._log(f"[{_stamp()}] {self.name} $ # {text}")
+
     def _log_start(self, cmd: str, tag: str = "") -> None:
         self._log(f"[{_stamp()}] {self.name}{' ' + tag if tag else ''} $ {cmd}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -125,6 +125,7 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
         g = guests.acquire(shape_of(item), case_dir / "commands.log")
     except SuiteError as e:
         pytest.fail(f"no guest with the build under test:\n{e}", pytrace=False)
+    (case_dir / "guest-shape.json").write_text(json.dumps(asdict(shape_of(item))) + "\n")
     (case_dir / "srcversion.txt").write_text(
         "".join(f"{m} {v}\n" for m, v in g.loaded.items()) +
         f"build {zfs_build.key} {zfs_build.source['describe']}\n")

@@ -26,6 +26,7 @@ import pytest
 from suite import paths
 from suite.build.pipeline import add_build_options
 from suite.errors import GuestError, SuiteError, VMError
+from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
 
 MARKERS = [
@@ -226,7 +227,17 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
     else:
         outcome = "passed"
     v = CaseVerdict(item.nodeid, outcome, list(getattr(item, "ozfs_symptoms", [])), reason)
-    (case_dir_of(item.config, item.nodeid) / "verdict.json").write_text(v.to_json() + "\n")
+    d = case_dir_of(item.config, item.nodeid)
+    (d / "verdict.json").write_text(v.to_json() + "\n")
+    if outcome == "failed":
+        try:
+            sh = write_reproducer(d, item.nodeid, v)
+        except (OSError, ValueError) as e:
+            add_section(item, "reproducer", f"could not be written: {e}")
+        else:
+            if sh is not None:
+                add_section(item, "reproducer", f"bash {sh} <devices>   (or: python -m suite "
+                            f"repro {d} [--series ...|--zfs-ref ...])")
 
 
 def _first_line(rep: pytest.TestReport) -> str:

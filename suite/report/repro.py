@@ -1,0 +1,235 @@
+"""A standalone reproducer for every failed case, syzbot-style.
+
+``repro/repro.sh`` in the case's folder replays what the case did in its
+guest, read from its ``commands.log`` (between the case's begin and end
+markers): the pool and dataset setup with their properties, the module
+parameters, and the exact requests (the engine's plans, beside the script; the
+engine itself, standard-library Python, rides inside the script as a zip). The
+build's own ``zpool``/``zfs``/``zinject`` become the guest's, the NVMe devices
+the script's arguments. Nothing of the suite is needed: run it as root in any
+guest with ZFS loaded and spare disks. ``python -m suite repro <case dir>``
+runs it in a fresh guest at any build.
+
+It then says what was expected and what was observed, judged by the symptoms
+the case recorded (``verdict.json``): a trial whose replay shows the recorded
+kind again (EFAULT, wrong bytes, served by the ARC ...), a kernel report in
+dmesg for ``kernel:*``, a command that overran its deadline for hangs. Exit 1:
+the failure reproduced; 0: it did not; 2: the setup failed. Steps a case timed
+from the host (a barrier issued while a write is held) are replayed in order,
+without that choreography: such a reproducer says so.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shlex
+import zipfile
+from pathlib import Path
+
+from suite import paths
+from suite.report.symptoms import CaseVerdict
+
+CMD = re.compile(r"^\[[^\]]*\] \S+( background)? \$ (.*)$")
+SKIP = re.compile(r"(/sys/module/\$m/srcversion|^modinfo |^insmod |^rmmod |^modprobe -a |"
+                  r"ozfs-vmci: (begin|end)|sysrq-trigger|^mkdir -p /tmp/ozfs-engine$|"
+                  r"^test -e /sys/module/zfs/parameters/|cd /sys/module/zfs/parameters && grep)")
+TOOL = re.compile(r"(?:LD_LIBRARY_PATH=\S+ )?\S*/(?:\.libs/)?(zpool|zfs|zinject|zdb)(?=\s|$)")
+ENGINE = re.compile(r"PYTHONPATH=\S+ \S+ -m suite\.ioengine")
+PLAN = re.compile(r"/tmp/ozfs-engine/(\S+?\.plan\.json)")
+DEVICE = re.compile(r"/dev/nvme(\d+)n1\b")
+
+
+def case_commands(log: str) -> list[tuple[str, bool]]:
+    """(command, background) the case ran, between its begin and end markers."""
+    out, inside = [], False
+    for line in log.splitlines():
+        m = CMD.match(line)
+        if not m:
+            continue
+        cmd = m.group(2)
+        if "ozfs-vmci: begin" in cmd:
+            inside, out = True, []
+            continue
+        if "ozfs-vmci: end" in cmd:
+            break
+        if inside:
+            out.append((cmd, bool(m.group(1))))
+    return out
+
+
+def translate(cmd: str) -> str | None:
+    """The command as a guest without the suite runs it (None: the harness's own)."""
+    if SKIP.search(cmd):
+        return None
+    cmd = TOOL.sub(lambda m: m.group(1), cmd)
+    cmd = ENGINE.sub("engine", cmd)
+    cmd = PLAN.sub(lambda m: f'"$HERE/{m.group(1)}"', cmd)
+    return DEVICE.sub(lambda m: f'"$DEV{m.group(1)}"', cmd)
+
+
+def engine_zip() -> str:
+    """suite/ioengine as a base64 zip (it imports nothing but the standard library)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("suite/__init__.py", "")
+        for p in sorted((paths.PROJECT_ROOT / "suite" / "ioengine").glob("*.py")):
+            z.write(p, f"suite/ioengine/{p.name}")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+JUDGE = r'''
+import glob, json, os, re, sys
+rec = json.load(open(os.path.join(os.environ["HERE"], "expected.json")))
+results = {}
+for f in glob.glob(os.path.join(os.environ["OUT"], "*.jsonl")):
+    for ln in open(f):
+        if ln.startswith("{"):
+            d = json.loads(ln)
+            if d.get("event") == "trial":
+                results[d["id"]] = d
+def moved(c, *keys):
+    return any((c or {}).get(k) for k in keys)
+def shows(kind, r):
+    c = r.get("counters") or {}
+    err = r.get("errname")
+    return {"EFAULT": err == "EFAULT", "EINVAL": err == "EINVAL",
+            "wrong-bytes": bool(r.get("wrong_bytes")), "overrun": bool(r.get("overrun_bytes")),
+            "short": err is None and isinstance(r.get("res"), int) and r["res"] < (r.get("expected_len") or 0),
+            "no-EINVAL": err != "EINVAL" and r.get("res") is not None,
+            "past-end": bool(r.get("beyond_bytes")),
+            "served-by-ARC": moved(c, "arc_calls", "arc_read_count", "arc_write_count", "pinned_copies"),
+            "served-by-DIO": moved(c, "dio_calls", "direct_read_count", "direct_write_count"),
+            }.get(kind, err is not None and kind == "error:" + str(err))
+seen = []
+dmesg = open(os.path.join(os.environ["OUT"], "dmesg.txt"), errors="replace").read()
+hung = os.path.exists(os.path.join(os.environ["OUT"], "timed-out"))
+for s in rec["symptoms"]:
+    kind, detail = s["kind"], s.get("detail", "")
+    m = re.search(r"trial (\S+?):", detail)
+    if kind.startswith("kernel:"):
+        hit = re.search(r"VERIFY|PANIC|BUG:|WARNING:|Oops|hung_task|blocked for more|slub|"
+                        r"Redzone|Poison", dmesg)
+    elif kind in ("hang", "D-state", "no-result"):
+        hit = hung
+    elif m and m.group(1) in results:
+        hit = shows(kind, results[m.group(1)])
+    elif results:
+        hit = any(shows(kind, r) for r in results.values())
+    else:
+        hit = False
+    seen.append(bool(hit))
+    print(f"  expected: no {kind} ({s.get('row') or 'any row'}); observed at the recorded "
+          f"failure: {kind} {detail[:160]!r}; this run: {'SAME' if hit else 'not seen'}")
+print("REPRODUCED" if any(seen) else "NOT REPRODUCED", f"({sum(seen)} of {len(seen)} symptoms)")
+sys.exit(1 if any(seen) else 0)
+'''
+
+
+def script(nodeid: str, v: CaseVerdict, steps: list[tuple[str, bool]], ndev: int,
+           timed: bool) -> str:
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Reproducer for {nodeid}",
+        f"# Recorded: {v.outcome}: {v.reason[:200]}",
+        *[f"#   {s}" for s in v.symptoms][:8],
+        "# Usage (root, in a guest with ZFS loaded; the disks are destroyed):",
+        f"#   bash repro.sh {' '.join(f'/dev/nvme{i}n1' for i in range(ndev))}",
+        "# Exit: 1 reproduced, 0 not reproduced, 2 setup failed.",
+        *(["# NOTE: the case timed some steps from the host (e.g. a barrier while a write",
+           "# was held); they are replayed in order, without that timing."] if timed else []),
+        "set -u",
+        'HERE="$(cd "$(dirname "$0")" && pwd)"; export HERE',
+        'OUT="$(mktemp -d /tmp/ozfs-repro.XXXXXX)"; export OUT',
+        *[f'DEV{i}="${{{i + 1}:-/dev/nvme{i}n1}}"; export DEV{i}' for i in range(ndev)],
+        'STEP_TIMEOUT="${STEP_TIMEOUT:-600}"',
+        f"echo '{engine_zip()}' | base64 -d > \"$OUT/engine.zip\"",
+        'engine() { PYTHONPATH="$OUT/engine.zip" python3 -m suite.ioengine "$@"; }',
+        "export -f engine",
+        'step() {  # run one step with a deadline; a step that overruns is a hang',
+        '  echo "+ $1"',
+        '  timeout -k 10 "$STEP_TIMEOUT" bash -c "$1" > "$OUT/step.out" 2>&1; rc=$?',
+        '  cat "$OUT/step.out"; grep -h "^{" "$OUT/step.out" >> "$OUT/results.jsonl" || true',
+        '  [ $rc -eq 124 ] && { echo "!! step overran ${STEP_TIMEOUT}s"; touch "$OUT/timed-out"; }',
+        "  return 0",
+        "}",
+        "dmesg -c > /dev/null 2>&1 || true",
+    ]
+    for cmd, bg in steps:
+        t = translate(cmd)
+        if t is None:
+            continue
+        if bg:
+            lines.append(f"( timeout -k 10 \"$STEP_TIMEOUT\" bash -c {shlex.quote(t)} "
+                         f"> \"$OUT/bg-$RANDOM.jsonl\" 2>&1 ) &")
+        else:
+            lines.append(f"step {shlex.quote(t)}")
+    lines += ["wait", 'dmesg > "$OUT/dmesg.txt" 2>&1 || true',
+              'echo "== expected versus observed (outputs in $OUT)"',
+              f"python3 - <<'JUDGE'\n{JUDGE.strip()}\nJUDGE"]
+    return "\n".join(lines) + "\n"
+
+
+def write_reproducer(case_dir: Path, nodeid: str, v: CaseVerdict) -> Path | None:
+    """``case_dir/repro/`` for a failed case: the script, its plans, what to expect."""
+    log = case_dir / "commands.log"
+    if not log.exists():
+        return None
+    steps = case_commands(log.read_text(errors="replace"))
+    if not steps:
+        return None
+    out = case_dir / "repro"
+    out.mkdir(exist_ok=True)
+    for plan in (case_dir / "engine").glob("*.plan.json") if (case_dir / "engine").exists() \
+            else []:
+        (out / plan.name).write_text(plan.read_text())
+    ndev = max([int(m) + 1 for c, _ in steps for m in DEVICE.findall(c)] or [1])
+    timed = any(bg for _, bg in steps)
+    (out / "expected.json").write_text(json.dumps(
+        {"nodeid": nodeid, "outcome": v.outcome, "reason": v.reason,
+         "symptoms": [s.to_dict() for s in v.symptoms], "devices": ndev}, indent=1) + "\n")
+    sh = out / "repro.sh"
+    sh.write_text(script(nodeid, v, steps, ndev, timed))
+    sh.chmod(0o755)
+    return sh
+
+
+def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
+    """Run ``case_dir/repro/repro.sh`` in a fresh guest of the case's shape with
+    the build ``opts`` names loaded; its exit code (1 reproduced, 0 not, 2 setup)."""
+    import time
+
+    from suite.build.pipeline import build
+    from suite.guest.lifecycle import Guests, GuestShape
+    from suite.vm.accel import choose
+    sh = case_dir / "repro" / "repro.sh"
+    if not sh.exists():
+        from suite.errors import SuiteError
+        raise SuiteError(f"no reproducer in {case_dir}",
+                         fix="only failed cases leave one (repro/repro.sh in the case folder)")
+    shape_file = case_dir / "guest-shape.json"
+    shape = GuestShape()
+    if shape_file.exists():
+        d = json.loads(shape_file.read_text())
+        shape = GuestShape(**{**d, "lbs": tuple(d["lbs"]) if isinstance(d.get("lbs"), list)
+                              else d.get("lbs", 4096), "append": tuple(d.get("append", ()))})
+    record, _ = build(opts)
+    a = choose(accel, Path(record.kernel["vmlinuz"]))
+    run_dir = paths.results_root() / f"repro-{time.strftime('%Y%m%d-%H%M%S')}"
+    guests = Guests(run_dir, "repro", a, record)
+    try:
+        g = guests.acquire(shape, run_dir / "commands.log")
+        devs = " ".join(g.zfs.nvme_devices())
+        print(f"{record.summary()}\nguest {shape}; running {sh} {devs}", flush=True)
+        r = g.zfs.guest.run(f"STEP_TIMEOUT={int(a.deadline(120))} bash {shlex.quote(str(sh))} "
+                            f"{devs}", timeout=a.deadline(3600), check=False)
+        print(r.stdout[-20000:])
+        if r.stderr.strip():
+            print(r.stderr[-3000:])
+        (run_dir / "repro-output.txt").write_text(r.stdout + "\n" + r.stderr)
+        print(f"exit {r.rc} ({ {1: 'reproduced', 0: 'not reproduced'}.get(r.rc, 'setup failed')})"
+              f"; results {run_dir}")
+        return r.rc if r.rc in (0, 1) else 2
+    finally:
+        guests.close()

@@ -1,0 +1,81 @@
+"""Self-tests of the reproducer a failed case leaves (no VM): the harness's own
+commands are left out, the build's tools and the NVMe devices become the
+guest's and the script's arguments, and the script, run here against a host
+file, says REPRODUCED / NOT REPRODUCED from the symptoms the case recorded."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from suite.report.repro import case_commands, translate, write_reproducer
+from suite.report.symptoms import CaseVerdict, Symptom
+from test_dioengine import ddir, make_file  # noqa: F401,I001
+
+B = "/root/.cache/ozfs-vmci/builds/f9dc/src"
+LOG = f"""\
+[2026-11-30 16:11:03.134] ozfs-gw0-1 $ insmod {B}/module/spl.ko
+[2026-11-30 16:11:12.611] ozfs-gw0-1 $ echo 'ozfs-vmci: begin test_x' > /dev/kmsg
+[2026-11-30 16:11:16.142] ozfs-gw0-1 $ LD_LIBRARY_PATH={B}/.libs {B}/.libs/zpool create -f -o ashift=12 tank /dev/nvme0n1 /dev/nvme1n1
+[2026-11-30 16:11:17.746] ozfs-gw0-1 rc=0 1.54s  (...)
+[2026-11-30 16:11:18.000] ozfs-gw0-1 $ mkdir -p /tmp/ozfs-engine
+[2026-11-30 16:11:18.100] ozfs-gw0-1 $ PYTHONPATH=/work/main /usr/bin/python3 -m suite.ioengine run /tmp/ozfs-engine/p.plan.json
+[2026-11-30 16:11:19.000] ozfs-gw0-1 background $ {B}/zinject -E 2 -T read tank
+[2026-11-30 16:11:20.000] ozfs-gw0-1 $ # ozfs-vmci: end of the case; the harness's checks follow
+[2026-11-30 16:11:21.000] ozfs-gw0-1 $ echo w > /proc/sysrq-trigger
+"""
+
+
+def test_only_the_case_s_own_commands_are_replayed():
+    steps = case_commands(LOG)
+    assert [bg for _, bg in steps] == [False, False, False, True]
+    out = [translate(c) for c, _ in steps]
+    assert out[0] == 'zpool create -f -o ashift=12 tank "$DEV0" "$DEV1"'
+    assert out[1] is None                                   # the harness's mkdir
+    assert out[2] == 'engine run "$HERE/p.plan.json"'
+    assert out[3] == "zinject -E 2 -T read tank"
+    assert not any("sysrq" in c for c, _ in steps)          # after the end marker
+
+
+def _case(tmp: Path, path: str, segment: dict, symptom: Symptom) -> Path:
+    case = tmp / "case"
+    (case / "engine").mkdir(parents=True)
+    plan = {"files": [{"path": path, "size": 16384, "seed": "s", "create": False}],
+            "trials": [{"id": "0000", "file": path, "interface": "sync", "op": "read",
+                        "segments": [segment], "offset": 0, "o_direct": True,
+                        "condition": "sync"}]}
+    (case / "engine" / "p.plan.json").write_text(json.dumps(plan))
+    log = "\n".join(ln for ln in LOG.splitlines() if "zpool" not in ln and "zinject" not in ln)
+    (case / "commands.log").write_text(log + "\n")
+    v = CaseVerdict("cases/t.py::test_x", "failed", [symptom], "boom")
+    sh = write_reproducer(case, v.nodeid, v)
+    assert sh is not None and sh.exists()
+    return sh
+
+
+def run(sh: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+
+
+def test_reproducer_says_not_reproduced_when_the_bytes_are_right(ddir: Path, tmp_path: Path):
+    f = make_file(ddir, "ok.bin", 16384, "s")
+    sh = _case(tmp_path, f, {"len": 4096, "page_offset": 0},
+               Symptom("wrong-bytes", "trial 0000: 4096 wrong", "sync"))
+    text = sh.read_text()
+    assert "/work/main" not in text and "ozfs-vmci/builds" not in text
+    r = run(sh)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "NOT REPRODUCED" in r.stdout
+
+
+def test_reproducer_says_reproduced_when_the_symptom_comes_back(ddir: Path, tmp_path: Path):
+    # The file holds other bytes than the plan's generator: every read is wrong,
+    # as the recorded failure was.
+    f = make_file(ddir, "other.bin", 16384, "not-s")
+    sh = _case(tmp_path, f, {"len": 4096, "page_offset": 0},
+               Symptom("wrong-bytes", "trial 0000: 4096 wrong, first at 0", "sync"))
+    r = run(sh)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REPRODUCED (1 of 1" in r.stdout and "SAME" in r.stdout
