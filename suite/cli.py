@@ -1,4 +1,4 @@
-"""``python -m suite``: build, series, doctor, bugs, gate, repro, shell."""
+"""``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +86,31 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return verdict(g.classes)[0]
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from suite.report.bisect import run_bisect
+    from suite.source import series
+    from suite.source.objects import ObjectCache
+    manifests = series.available()
+    if args.series not in manifests:
+        raise SuiteError(f"unknown series '{args.series}'", fix=f"known: {', '.join(manifests)}")
+    m = manifests[args.series]
+    cache = ObjectCache()
+    commits = series.series_commits(cache, m, None)
+    subjects = {c: cache.subject(c) for c in commits}
+    extra_build = ["--kernel", args.kernel] if args.kernel else []
+    b = run_bisect(m.name, args.case, commits, subjects, args.trials, args.pytest_args,
+                   extra_build)
+    print(f"\nbisect {m.name} {args.case}:")
+    for i, st in enumerate(b.steps, 1):
+        print(f"  step {i}: {st.commit[:11]} {st.state:12s} build {st.build_s:5.0f}s  "
+              f"case {st.case_s:5.0f}s  {st.subject[:50]}")
+    if b.first_bad:
+        print(f"first bad commit: {b.first_bad[:11]} {subjects.get(b.first_bad, '')}")
+        return 1
+    print(f"no verdict: {b.problem}")
+    return 2
+
+
 def cmd_repro(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -131,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     gt.add_argument("--reruns", type=int, default=2,
                     help="reruns of a case that passed on base and failed with the series")
     gt.set_defaults(func=cmd_gate)
+    bi = sub.add_parser("bisect", help="the first commit of a series at which a case fails")
+    bi.add_argument("--series", required=True, help="series NAME")
+    bi.add_argument("--case", required=True, help="pytest node id, e.g. "
+                    "'cases/test_dio_eof.py::test_eof_tail[...]'")
+    bi.add_argument("--trials", type=int, default=29,
+                    help="trials per condition at each step (default 29: a 1-in-10 symptom "
+                         "shows with 95%%)")
+    bi.add_argument("--kernel", default=None)
+    bi.set_defaults(func=cmd_bisect)
     rp = sub.add_parser("repro", help="run a failed case's reproducer in a fresh guest at "
                                       "any build: exit 1 reproduced, 0 not")
     rp.add_argument("case_dir", help="the case's results folder (has repro/repro.sh)")
