@@ -31,6 +31,7 @@ from typing import Iterator
 
 from suite import paths
 from suite.errors import BuildError
+from suite.build import incremental
 from suite.build.kernel import Kernel
 from suite.locks import file_lock
 from suite.progress import step
@@ -103,6 +104,7 @@ class BuildRecord:
     ccache: dict[str, str] = field(default_factory=dict)
     missing_files: list[str] = field(default_factory=list)
     features: list[str] = field(default_factory=list)
+    incremental: dict = field(default_factory=dict)    # {"donor": key, "changed": [paths]}
 
     @classmethod
     def load(cls, path: Path) -> "BuildRecord":
@@ -271,29 +273,45 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
         shutil.rmtree(bdir)
     src = bdir / "src"
     log = bdir / "build.log"
-    src.mkdir(parents=True)
+    bdir.mkdir(parents=True)
     seconds: dict[str, float] = {}
     env = _env(src)
     if shutil.which("ccache") is None:
         env["PATH"] = os.environ.get("PATH", "")
+    seeded: incremental.Seeded | None = None
     try:
-        with step(f"export {req.tree.describe} -> {src}"):
-            t = time.monotonic()
-            needed = NEEDED_PREFIXES + (("tests/",) if req.zts else ())
-            missing = cache.export(req.tree.commit, src, needed=needed)
-            (src / ".nogitrelease").touch()
-            (src / "include" / "zfs_gitrev.h").write_text(
-                f'#define\tZFS_META_GITREV "{req.tree.describe}"\n')
-            seconds["export"] = time.monotonic() - t
+        pick = None
+        if os.environ.get("OZFS_VMCI_INCREMENTAL", "1") != "0":
+            pick = incremental.pick_donor(req.inputs(), req.tree.commit, list_builds(), cache,
+                                          NEEDED_PREFIXES + (("tests/",) if req.zts else ()))
         stats0 = _ccache_stats(env)
         t = time.monotonic()
-        _run_logged(["sh", "autogen.sh"], src, env, log, "autogen")
-        seconds["autogen"] = time.monotonic() - t
-        t = time.monotonic()
-        _run_logged(["./configure", *req.flags, "--with-config=all",
-                     f"--with-linux={req.kernel.source}",
-                     f"--with-linux-obj={req.kernel.headers}"], src, env, log, "configure")
-        seconds["configure"] = time.monotonic() - t
+        if pick is not None:
+            donor, diff = pick
+            with step(f"seed from build {donor.key}: {len(diff)} files differ"):
+                seeded = incremental.seed_tree(donor, diff, cache, req.tree.commit, bdir)
+            missing = list(donor.missing_files)
+            seconds["seed"] = time.monotonic() - t
+        else:
+            with step(f"export {req.tree.describe} -> {src}"):
+                src.mkdir()
+                needed = NEEDED_PREFIXES + (("tests/",) if req.zts else ())
+                missing = cache.export(req.tree.commit, src, needed=needed)
+                (src / ".nogitrelease").touch()
+            seconds["export"] = time.monotonic() - t
+        gitrev = src / "include" / "zfs_gitrev.h"
+        text = f'#define\tZFS_META_GITREV "{req.tree.describe}"\n'
+        if not gitrev.exists() or gitrev.read_text() != text:
+            gitrev.write_text(text)
+        if seeded is None:
+            t = time.monotonic()
+            _run_logged(["sh", "autogen.sh"], src, env, log, "autogen")
+            seconds["autogen"] = time.monotonic() - t
+            t = time.monotonic()
+            _run_logged(["./configure", *req.flags, "--with-config=all",
+                         f"--with-linux={req.kernel.source}",
+                         f"--with-linux-obj={req.kernel.headers}"], src, env, log, "configure")
+            seconds["configure"] = time.monotonic() - t
         t = time.monotonic()
         _run_logged(["make", f"-j{jobs}", *req.targets], src, env, log,
                     f"make {' '.join(req.targets)}")
@@ -301,6 +319,8 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
             _run_logged(["make", f"-j{jobs}", "-C", "module"], src, env, log, "make modules")
         seconds["make"] = time.monotonic() - t
         record = _record(req, bdir, src, log, seconds, missing, env, stats0)
+        if seeded is not None:
+            record.incremental = {"donor": seeded.donor, "changed": seeded.changed}
     except BaseException as e:
         _discard(bdir, log, key, e)
         raise

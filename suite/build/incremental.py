@@ -1,0 +1,103 @@
+"""Build another commit of a series from a sibling's tree: only what changed.
+
+A bisection builds commit after commit of one series. Each differs from a
+neighbour in a few files, yet a fresh tree pays ``autogen`` and ``configure``
+(minutes here) and kbuild's full walk every time. When a finished build exists
+with the same kernel, flags and targets, for a tree whose build system files
+(``configure.ac``, ``config/``, ``*.am``, ``*.in``, ``*.m4``, ``META``) are the
+same as the new tree's, its build tree is copied, its absolute paths moved to
+the new folder (same length: the keys are 16 hex digits; files keep their
+mtimes), and only the files that differ between the two commits are written.
+``make`` then rebuilds what depends on them and nothing else.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from suite.source.objects import ObjectCache
+
+BUILD_SYSTEM = re.compile(r"^(configure\.ac|autogen\.sh|META|config/.*|.*Makefile\.(am|in)|"
+                          r".*\.m4|.*\.in|module/Kbuild.*)$")
+
+
+@dataclass
+class Seeded:
+    donor: str                # key of the build the tree came from
+    changed: list[str]        # paths written or removed
+
+
+def comparable(inputs: dict) -> dict:
+    """The build inputs a donor must share (everything but the tree and commits)."""
+    return {k: v for k, v in inputs.items() if k not in ("source_tree", "series")} | {
+        "series_names": [s["name"] for s in inputs.get("series", [])]}
+
+
+def changed_paths(cache: ObjectCache, a: str, b: str) -> list[tuple[str, str]]:
+    """(status, path) between commits ``a`` and ``b`` (A, M, D; no renames)."""
+    p = cache.run("diff", "--name-status", "--no-renames", a, b)
+    return [(ln.split("\t", 1)[0][0], ln.split("\t", 1)[1])
+            for ln in p.stdout.splitlines() if "\t" in ln]
+
+
+def pick_donor(inputs: dict, commit: str, records: Iterable, cache: ObjectCache,
+               needed: tuple[str, ...]) -> tuple[object, list[tuple[str, str]]] | None:
+    """The newest finished build sharing ``inputs`` whose tree differs from
+    ``commit`` in no build-system file (and in fewest files)."""
+    want = comparable(inputs)
+    best = None
+    for rec in records:
+        if comparable(rec.inputs) != want or not rec.source.get("commit"):
+            continue
+        if not cache.has_commit(rec.source["commit"]):
+            continue
+        diff = [(s, p) for s, p in changed_paths(cache, rec.source["commit"], commit)
+                if p.startswith(needed)]
+        if any(BUILD_SYSTEM.match(p) for _, p in diff):
+            continue
+        if best is None or len(diff) < len(best[1]):
+            best = (rec, diff)
+    return best
+
+
+def _retarget(tree: Path, old: str, new: str) -> int:
+    """Replace ``old`` with ``new`` (same length) in the text files under ``tree``,
+    keeping each file's mtime so make sees nothing new. Returns files changed."""
+    assert len(old) == len(new)
+    p = subprocess.run(["grep", "-rlIZF", "--", old, str(tree)], capture_output=True)
+    n = 0
+    for raw in p.stdout.split(b"\0"):
+        if not raw:
+            continue
+        f = Path(os.fsdecode(raw))
+        st = f.lstat()
+        if not f.is_file() or f.is_symlink():
+            continue
+        data = f.read_bytes()
+        f.write_bytes(data.replace(old.encode(), new.encode()))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        n += 1
+    return n
+
+
+def seed_tree(donor, diff: list[tuple[str, str]], cache: ObjectCache, commit: str,
+              bdir: Path) -> Seeded:
+    """Copy the donor's tree into ``bdir/src``, move its paths, apply ``diff``."""
+    src = bdir / "src"
+    shutil.copytree(Path(donor.src_dir), src, symlinks=True)
+    _retarget(src, str(Path(donor.build_dir)), str(bdir))
+    for status, path in diff:
+        dest = src / path
+        if status == "D":
+            dest.unlink(missing_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        blob = cache.run("cat-file", "-p", f"{commit}:{path}", text=False).stdout
+        dest.unlink(missing_ok=True)            # a fresh inode and mtime: make rebuilds it
+        dest.write_bytes(blob)
+    return Seeded(donor.key, [p for _, p in diff])
