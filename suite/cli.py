@@ -91,11 +91,18 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from suite.source import series
     from suite.source.objects import ObjectCache
     manifests = series.available()
-    if args.series not in manifests:
-        raise SuiteError(f"unknown series '{args.series}'", fix=f"known: {', '.join(manifests)}")
-    m = manifests[args.series]
+    name, _, upto = args.series.partition("@")
+    if name not in manifests:
+        raise SuiteError(f"unknown series '{name}'", fix=f"known: {', '.join(manifests)}")
+    m = manifests[name]
     cache = ObjectCache()
     commits = series.series_commits(cache, m, None)
+    if upto:                # NAME@COMMIT: that commit is the bad end of the search
+        ends = [i for i, c in enumerate(commits) if c.startswith(upto)]
+        if not ends:
+            raise SuiteError(f"{upto} is not a commit of {name}",
+                             fix=f"python -m suite series {name} lists them")
+        commits = commits[:ends[0] + 1]
     subjects = {c: cache.subject(c) for c in commits}
     extra_build = ["--kernel", args.kernel] if args.kernel else []
     b = run_bisect(m.name, args.case, commits, subjects, args.trials, args.pytest_args,
@@ -157,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="reruns of a case that passed on base and failed with the series")
     gt.set_defaults(func=cmd_gate)
     bi = sub.add_parser("bisect", help="the first commit of a series at which a case fails")
-    bi.add_argument("--series", required=True, help="series NAME")
+    bi.add_argument("--series", required=True,
+                    help="series NAME, or NAME@COMMIT to search up to that (failing) commit")
     bi.add_argument("--case", required=True, help="pytest node id, e.g. "
                     "'cases/test_dio_eof.py::test_eof_tail[...]'")
     bi.add_argument("--trials", type=int, default=29,
