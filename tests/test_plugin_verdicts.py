@@ -109,3 +109,32 @@ def test_backstop_and_symptoms_reach_verdict_json(pytester):
     assert v["test_bare_assert"]["symptoms"][0]["kind"] == "assertion"
     assert "EINVAL on the async row" in v["test_asserts"]["reason"]
     assert all(x["outcome"] == "failed" for x in v.values())
+
+
+SECTIONED = '''
+import pytest
+from suite.plugin.hooks import add_section
+
+@pytest.fixture
+def zfs_build():
+    return None
+
+def test_tabled(request, zfs_build):
+    add_section(request.node, "table 1", "PREADV 16 x 4 KiB\\n  libaio async=1  14  14")
+    assert False, "boom"
+
+def test_quiet(request, zfs_build):
+    add_section(request.node, "table 1", "quiet table")
+'''
+
+
+def test_junit_testcases_carry_the_tables(pytester):
+    import xml.etree.ElementTree as ET
+    pytester.makepyfile(test_t=SECTIONED)
+    pytester.makeini("[pytest]\njunit_logging = system-out\n")
+    junit = pytester.path / "junit.xml"
+    run(pytester, f"--junitxml={junit}")
+    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
+    out = {n: "".join(e.text or "" for e in tc.iter("system-out")) for n, tc in cases.items()}
+    assert "PREADV 16 x 4 KiB" in out["test_tabled"]
+    assert "quiet table" in out["test_quiet"]

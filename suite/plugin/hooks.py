@@ -198,6 +198,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     for title, text in getattr(item, "ozfs_sections", []):
         if rep.when == "teardown" or (rep.when == "call" and rep.failed):
             rep.sections.append((title, text))
+    if rep.when == "teardown" and getattr(item, "ozfs_sections", None):
+        # JUnit (junit_logging = system-out) keeps "Captured stdout" sections only:
+        # the tables and evidence go into each testcase's output that way.
+        rep.sections.append(("Captured stdout teardown", "\n\n".join(
+            f"== {title}\n{text}" for title, text in item.ozfs_sections)))
     if rep.when == "teardown":
         # Evidence is gathered in teardown, after the call report was made: give it
         # to the failed call's report too, so the failure shows it.
