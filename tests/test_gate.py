@@ -41,6 +41,10 @@ def test_side_states():
      v("passed"), None, "not applicable on base"),
     (v("skipped", reason="the loaded build has no zfs_async_dio_enabled"),
      v("failed", "EINVAL"), None, "regression"),
+    (v("skipped", reason="the loaded build has no zfs_async_dio_enabled"),
+     v("failed", "EINVAL"), {"series": ["fail", "fail"]}, "regression"),
+    (v("skipped", reason="the loaded build has no zfs_async_dio_enabled"),
+     v("failed", "EINVAL"), {"series": ["pass", "pass"]}, "flaky"),
     (v("passed"), v("failed", "EFAULT"), {"series": ["fail", "pass"], "base": ["pass", "pass"]},
      "regression"),
     (v("passed"), v("failed", "EFAULT"), {"series": ["pass", "pass"], "base": ["pass", "pass"]},
@@ -76,7 +80,7 @@ def write_case(results: Path, nodeid: str, cv: CaseVerdict, table: str = "") -> 
 
 
 def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkeypatch):
-    ok, bad = "cases/t.py::test_ok", "cases/t.py::test_broken"
+    ok, bad, feat = "cases/t.py::test_ok", "cases/t.py::test_broken", "cases/t.py::test_feature"
     calls = []
 
     def fake(args, results, extra=(), timeout=0, targets=None):
@@ -86,6 +90,9 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
         if targets is None or any(bad in t for t in targets):
             broken = v("failed", "EFAULT") if side == "series" else v("passed")
             write_case(results, bad, broken, "**PREAD tail**\n| a | b |")
+        if targets is None or any(feat in t for t in targets):
+            write_case(results, feat, v("failed", "past-limit") if side == "series" else
+                       v("skipped", reason="async=1: the build has no zfs_async_dio_enabled"))
         (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
         return 2, "", 1.0
 
@@ -95,18 +102,21 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
     assert [c[0] for c in calls] == ["base", "series", "rerun1-base", "rerun1-series",
                                      "rerun2-base", "rerun2-series"]
     assert calls[0][1] == ["-k", "eof", "--zfs-ref", "e" * 40]
-    assert calls[2][2] and calls[2][2][0].endswith(bad)             # only the suspect again
+    assert [t.rsplit("/", 1)[-1] for t in calls[2][2]] == ["t.py::test_broken"]   # base
+    assert sorted(t.rsplit("::", 1)[-1] for t in calls[3][2]) == ["test_broken", "test_feature"]
     by = {c.nodeid: c for c in g.classes}
     assert by[ok].cls == "unchanged pass"
     assert by[bad].cls == "regression" and "2 of 2 reruns" in by[bad].why
+    assert by[feat].cls == "regression" and "series feature" in by[feat].why
     files = write_reports(g)
     md = (tmp_path / "g" / "gate.md").read_text()
-    assert md.splitlines()[0].endswith("**FAIL: 1 regression(s)** (exit 1)")
+    assert md.splitlines()[0].endswith("**FAIL: 2 regression(s)** (exit 1)")
     assert "PREAD tail" in md and "commands.log" in md
     suite = ET.parse(tmp_path / "g" / "junit.xml").getroot()
     failed = [tc for tc in suite.iter("testcase") if tc.find("failure") is not None]
-    assert [tc.get("name") for tc in failed] == ["test_broken"]
-    assert "PREAD tail" in failed[0].find("system-out").text
+    assert sorted(tc.get("name") for tc in failed) == ["test_broken", "test_feature"]
+    assert "PREAD tail" in next(tc for tc in failed if tc.get("name") == "test_broken"
+                                ).find("system-out").text
     page = (tmp_path / "g" / "report.html").read_text()
     assert "test_broken" in page and "table-1.txt" in page and "<script" not in page
     assert json.loads(files[0].read_text())["exit"] == 1

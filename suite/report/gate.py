@@ -17,7 +17,8 @@ base+series. Every case then falls in one class:
   skipped with the series): the gate fails with that reason.
 
 Reruns: a case that passed on base and failed with the series is run again
-``--reruns`` times (default 2) on both. A case runs every condition 14 trials by
+``--reruns`` times (default 2) on both sides (a failing series feature: with
+the series). A case runs every condition 14 trials by
 default, so a failure present in 1 trial in 5 shows in one run with 95%
 probability, and misses 2 reruns with 0.2%: a failure that does not come back
 in 2 reruns is not the series' regression at that rate.
@@ -73,9 +74,16 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
     c = CaseClass(nodeid, "", "", b, s, reruns or {})
     if s in ("missing", "inconclusive", "skip", "feature-skip"):
         c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
-    elif b == "feature-skip":
-        c.cls = "not applicable on base" if s == "pass" else "regression"
-        c.why = f"base: {bwhy}" if s == "pass" else f"a series feature fails: {swhy}"
+    elif b == "feature-skip" and s == "pass":
+        c.cls, c.why = "not applicable on base", f"base: {bwhy}"
+    elif b == "feature-skip":               # the series' own feature fails: rerun it
+        rs = c.reruns.get("series", [])
+        if rs and "fail" not in rs:
+            c.cls, c.why = "flaky", f"a series feature failed, then passed {len(rs)} rerun(s)"
+        else:
+            c.cls = "regression"
+            c.why = f"a series feature fails: {swhy}" + (
+                f" (again in {rs.count('fail')} of {len(rs)} reruns)" if rs else "")
     elif b in ("missing", "inconclusive", "skip"):
         c.cls, c.why = "inconclusive", f"on base: {b}: {bwhy}"
     elif (b, s) == ("pass", "pass"):
@@ -148,17 +156,21 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
               f"{'; ' + problem if problem else ''}", flush=True)
     nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
     first = {n: classify(n, verdicts["base"].get(n), verdicts["series"].get(n)) for n in nodeids}
-    suspects = [n for n, c in first.items() if (c.base, c.series) == ("pass", "fail")]
+    suspects = [n for n, c in first.items()
+                if c.series == "fail" and c.base in ("pass", "feature-skip")]
     again: dict[str, dict[str, list[str]]] = {n: {"base": [], "series": []} for n in suspects}
     for i in range(reruns if suspects else 0):
         for side, args in sides.items():
+            todo = [n for n in suspects if side == "series" or first[n].base == "pass"]
+            if not todo:
+                continue
             out = root / f"rerun{i + 1}-{side}"
-            print(f"==> gate: rerun {i + 1}/{reruns} on {side}: {len(suspects)} case(s)",
+            print(f"==> gate: rerun {i + 1}/{reruns} on {side}: {len(todo)} case(s)",
                   flush=True)
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
-                [*args], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in suspects])
+                [*args], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in todo])
             got = load_verdicts(out)
-            for n in suspects:
+            for n in todo:
                 again[n][side].append(state(got.get(n))[0])
     g.classes = [classify(n, verdicts["base"].get(n), verdicts["series"].get(n), again.get(n))
                  for n in nodeids]
