@@ -14,9 +14,11 @@ PR's aio_barrier_race does). The overlap is certain and proven: the engine
 reports the writes outstanding when the barrier starts. Properties:
 
 - a barrier returns only after every write submitted before it has completed;
-- after the barrier returns, a power cut loses nothing it acknowledged: the
-  guest is killed the moment the barrier returns, a fresh guest boots on the
-  same NVMe images and imports the pool (ZIL replay), and the bytes are there;
+- after the barrier returns, a crash loses nothing it acknowledged: the guest
+  is killed the moment the barrier returns, a fresh guest boots on the same
+  NVMe images and imports the pool (ZIL replay), and the bytes are there; and
+  with the pool frozen (``zpool freeze``) before the write, export/import
+  brings it back from the ZIL alone;
 - two writes to the same range in flight together leave all of one or all of the
   other, and a barrier after both waits for both;
 - fsync of a file with no async write returns at once (async on and off), on a
@@ -222,6 +224,38 @@ def test_write_acknowledged_survives_power_cut(zfs_guest, pool, engine, accel, g
                 f"cut, and after import the acknowledged 4 KiB at 0 is not the write's bytes "
                 f"({r.get('wrong_bytes')} wrong, first at {r.get('first_wrong_byte')})")
         pytest.fail(f"{barrier}-acknowledged write lost across a power cut: {r}")
+
+
+@pytest.mark.parametrize("barrier", ["fsync", "syncfs"])
+def test_write_acknowledged_survives_freeze_and_import(zfs_guest, pool, engine, accel, barrier,
+                                                       case_dir, symptom):
+    """``zpool freeze`` first: no txg after it reaches the main pool. A held
+    async write, the barrier, then export/import: what the barrier acknowledged
+    can only come back from the ZIL, and must."""
+    z = zfs_guest
+    (path,) = _setup(z, pool, engine, accel, 1)
+    z.zpool("freeze", pool.pool.name)
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
+                                "--barrier-after-ms", "300", "--base-seed", "base"],
+                       delay * 3 + accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, 1, case_dir)
+    problems = _judge(run, accel, symptom, {})
+    assert not problems, "\n".join(problems + [run.proof()])
+    z.export_import(pool.pool.name, timeout=accel.deadline(300))
+    r = verify_file(engine, FileSpec(path, SIZE, "base"), [(0, W, "w1")], SIZE, "after-freeze")
+    (case_dir / "freeze.txt").write_text(
+        f"barrier returned at t={(run.first('barrier-end') or {}).get('t')} s; after export/import of the "
+        f"frozen pool: correct={r.get('correct')} (wrong {r.get('wrong_bytes')}, first at "
+        f"{r.get('first_wrong_byte')})\n")
+    if not r.get("correct"):
+        symptom("lost-after-barrier",
+                f"{barrier} acknowledged the 4 KiB at 0 on a frozen pool; after export/import "
+                f"(ZIL replay) {r.get('wrong_bytes')} bytes are wrong, first at "
+                f"{r.get('first_wrong_byte')}")
+        pytest.fail(f"{barrier}-acknowledged write lost across freeze + import: {r}")
 
 
 @pytest.mark.guest(append=SLUB_DEBUG)
