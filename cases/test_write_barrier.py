@@ -248,7 +248,8 @@ def test_write_acknowledged_survives_freeze_and_import(zfs_guest, pool, engine, 
     r = verify_file(engine, FileSpec(path, SIZE, "base"), [(0, W, "w1")], SIZE, "after-freeze")
     returned = (run.first("barrier-end") or {}).get("t")
     (case_dir / "freeze.txt").write_text(
-        f"barrier returned at t={returned} s; after export/import of the frozen pool: correct={r.get('correct')} (wrong {r.get('wrong_bytes')}, first at "
+        f"barrier returned at t={returned} s; after export/import of the frozen pool: "
+        f"correct={r.get('correct')} (wrong {r.get('wrong_bytes')}, first at "
         f"{r.get('first_wrong_byte')})\n")
     if not r.get("correct"):
         symptom("lost-after-barrier",
