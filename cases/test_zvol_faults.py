@@ -56,9 +56,10 @@ def test_zvol_read_eio_reaches_caller(zdio, symptom):
         zdio.zfs.zinject("-d", dev, "-e", "io", "-T", "read", "-f", "100", zdio.pool)
     try:
         saved, zdio.trials = zdio.trials, rounds
-        v = zdio.run(f"zvol read with EIO injected on {', '.join(devs)}", FileSpec(zv.dev, zv.size, "eio",
-                     create=False), Shape("block", nsegs=0, total=VBS), conds, expect_eio,
-                     stride=VBS, name="eio-read")
+        v = zdio.run(f"zvol read with EIO injected on {', '.join(devs)}",
+                     FileSpec(zv.dev, zv.size, "eio", create=False),
+                     Shape("block", nsegs=0, total=VBS), conds, expect_eio, stride=VBS,
+                     name="eio-read")
     finally:
         zdio.trials = saved
         zdio.zfs.zinject("-c", "all", check=False)

@@ -2,7 +2,8 @@
 
 Property: every read and write to ``/dev/zdN`` returns its full length with the
 generator's bytes (a write is read back at once with O_DIRECT, and all of
-them again from disk after the pool was exported and imported), and with ``zvol_dio_enabled=1`` it takes the path
+them again from disk after the pool was exported and imported), and with
+``zvol_dio_enabled=1`` it takes the path
 the series promises: around the ARC when the request is eligible (reads:
 page-aligned pages and offset; writes: whole blocks of ``volblocksize``),
 through the ARC otherwise. The zvol's logical block size is 512, so

@@ -136,7 +136,8 @@ def expect_path(op: str, shape: Shape, volblocksize: int):
 
 
 __all__ = ["ZVOL_PARAM", "ZVOL_PROPS", "SIZES", "Zvol", "create_zvol", "zvol_counters",
-           "block_requests", "direct_eligible", "relocator", "zconditions", "expect_path", "expect_correct", "dio_on"]
+           "block_requests", "direct_eligible", "relocator", "zconditions", "expect_path",
+           "expect_correct", "dio_on"]
 
 
 def block_requests(zv: Zvol, op: str, c: Condition, counters: dict, tag: str,
