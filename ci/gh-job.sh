@@ -10,7 +10,8 @@
 #   KERNEL          kernel profile in vmimages/ (default debian-6.1)
 #   ZFS_REPOSITORY  OpenZFS repository, owner/name (default openzfs/zfs)
 #   ZFS_REF         branch, tag or commit of it (default: the series' base)
-#   SELECTION       pytest -k expression (default: every case)
+#   SELECTION       pytest -k expression (default: zvol-dio "zvol", async-dio "not zvol",
+#                   none: every case)
 #   MODE            cases | gate (gate: base vs base+series, see README)
 #   RESULTS         results folder (default ./results/gh)
 #   JOBS            guests side by side (default 2)
@@ -25,6 +26,12 @@ KERNEL="${KERNEL:-debian-6.1}"
 ZFS_REPOSITORY="${ZFS_REPOSITORY:-openzfs/zfs}"
 ZFS_REF="${ZFS_REF:-}"
 SELECTION="${SELECTION:-}"
+if [ -z "$SELECTION" ]; then       # each series runs its own cases (as ci/main.sh)
+  case "$SERIES" in
+    zvol-dio) SELECTION="zvol" ;;
+    async-dio) SELECTION="not zvol" ;;
+  esac
+fi
 MODE="${MODE:-cases}"
 RESULTS="${RESULTS:-results/gh}"
 JOBS="${JOBS:-2}"

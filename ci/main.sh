@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# The main job on its defaults: set up, then run the VM cases against the
-# async-dio series on the debian-6.1 kernel, two guests side by side (JOBS=2)
-# (build fetched, patched, built or
-# taken from the cache; guests under KVM when it works, else TCG).
+# The main job on its defaults: set up, then run the VM cases of the chosen
+# series (default async-dio) on the debian-6.1 kernel, two guests side by side
+# (JOBS=2); build fetched, patched, built or taken from the cache; guests under
+# KVM when it works, else TCG. Each series runs its own cases: the zvol cases
+# for zvol-dio, the rest for async-dio (SELECTION overrides: a pytest -k).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
-exec python3 -m pytest cases --series "${SERIES:-async-dio}" -n "${JOBS:-2}" "$@"
+series="${SERIES:-async-dio}"
+case "$series" in
+  zvol-dio) default_k="zvol" ;;
+  *)        default_k="not zvol" ;;
+esac
+exec python3 -m pytest cases --series "$series" -n "${JOBS:-2}" -k "${SELECTION:-$default_k}" "$@"

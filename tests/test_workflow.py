@@ -83,6 +83,8 @@ def test_dry_run_builds_the_command_from_the_inputs():
     line = next(ln for ln in fork.splitlines() if "pytest cases" in ln)
     assert "--series" not in line and "--zfs-source https://github.com/someone/zfs" in line
     assert f"--zfs-ref {'a' * 40}" in line
+    zvol = job("--dry-run", "run", SERIES="zvol-dio")
+    assert "-k zvol" in next(ln for ln in zvol.splitlines() if "pytest cases" in ln)
     gate = job("--dry-run", "run", MODE="gate", SELECTION="eof")
     line = next(ln for ln in gate.splitlines() if "suite gate" in ln)
     assert "--series async-dio" in line and "-k eof" in line and line.endswith("-- -n 2")
