@@ -47,3 +47,8 @@ class VMError(SuiteError):
 
 class GuestError(SuiteError):
     """A command in the guest failed or overran its deadline."""
+
+
+class KernelTripped(GuestError):
+    """The guest kernel reported a dead thread (a failed VERIFY, an oops) while a
+    command waited: it will not finish, so the wait ends now, not at its deadline."""

@@ -360,3 +360,45 @@ def test_a_case_that_fails_itself_after_naming_its_symptom_adds_nothing_else():
     spec = SymptomSpec(("lost-after-barrier",))
     v = verdict("failed", Symptom("lost-after-barrier", "4078 wrong"))
     assert judge_case(spec, v)[0] == "caught"
+
+
+def test_a_dead_kernel_thread_ends_the_wait_at_once(tmp_path):
+    """The tripwire: a failed VERIFY on the console while a command waits ends
+    the wait (KernelTripped, counted as no result: the console finding is the
+    symptom); a warning does not; with no command running nothing is asked."""
+    import time as _time
+
+    from suite.errors import KernelTripped
+    from suite.guest.lifecycle import TRIP_KINDS
+    from suite.guest.ssh import Guest
+    from suite.plugin.hooks import symptom_of_exception
+    from suite.vm.console import ConsoleWatcher
+    console = tmp_path / "console.log"
+    console.write_text("boot\n")
+    w = ConsoleWatcher(console)
+
+    def tripwire():
+        dead = [f for f in w.poll() if f.kind in TRIP_KINDS]
+        return f"{dead[0].kind}: {dead[0].line}" if dead else None
+
+    g = Guest(1, name="t")
+    g.watch(lambda: None, None)
+    g.set_tripwire(tripwire)
+
+    class Ex:
+        started = last_output = _time.monotonic()
+        cmd = "python3 -m suite.ioengine run quota.plan.json"
+
+        class chan:
+            @staticmethod
+            def close():
+                pass
+    with open(console, "a") as f:
+        f.write("[ 1.0] WARNING: CPU: 1 PID: 7 at fs/x.c:1 y+0x1/0x2\n")
+    g.check_alive(Ex())                                          # a warning: keep waiting
+    with open(console, "a") as f:
+        f.write("[ 2.0] VERIFY3S(uio->uio_dio.npages, ==, npages) failed (192 == 224)\n")
+    g.check_alive()                                              # no command: not asked
+    with pytest.raises(KernelTripped, match="spl_panic: .*VERIFY3S") as e:
+        g.check_alive(Ex())
+    assert symptom_of_exception(e).kind == "no-result"

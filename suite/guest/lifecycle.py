@@ -22,6 +22,10 @@ from suite.guest.zfs import PoolSpec, Zfs
 from suite.report.symptoms import Symptom
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher
+
+# Console findings after which a waiting command will not finish (a thread died
+# holding its I/O): the wait ends at once (KernelTripped), not at its deadline.
+TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic"})
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 
 
@@ -136,6 +140,12 @@ class Guests:
 
     def begin_case(self, g: ZfsGuest, label: str) -> CaseWatch:
         g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg", timeout=20, check=False)
+        trip = ConsoleWatcher(g.vm.console_path)
+
+        def tripwire() -> str | None:
+            dead = [f for f in trip.poll() if f.kind in TRIP_KINDS]
+            return f"{dead[0].kind}: {dead[0].line.strip()[:200]}" if dead else None
+        g.zfs.guest.set_tripwire(tripwire)
         return CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
 
     def end_case(self, g: ZfsGuest, watch: CaseWatch, evidence_dir: Path,
@@ -146,6 +156,7 @@ class Guests:
         parameter the case changed is put back. The guest of a failed case is
         recycled too: its dataset was left alone (it may be wedged), and with it
         faults still injected and I/O in flight that must not reach the next case."""
+        g.zfs.guest.set_tripwire(None)         # the evidence commands must run to the end
         g.zfs.guest.mark("ozfs-vmci: end of the case; the harness's checks follow")
         alive = g.vm.alive and g.zfs.guest.alive(timeout=self.accel.deadline(5))
         stuck = []

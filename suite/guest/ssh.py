@@ -26,7 +26,7 @@ from typing import Callable
 
 import paramiko
 
-from suite.errors import GuestError
+from suite.errors import GuestError, KernelTripped
 from suite.guest.channel import (Background, CmdResult, _Exec, failed, tail_detail, with_deadline,
                                  wrap)
 
@@ -87,6 +87,7 @@ class Guest:
         self._last_ok = time.monotonic()
         self._heartbeat: threading.Thread | None = None
         self._dead: str | None = None
+        self._tripwire: Callable[[], str | None] | None = None
 
     # ------------------------------------------------------------------ liveness
 
@@ -102,8 +103,24 @@ class Guest:
         self._dead = None
         self._last_ok = time.monotonic()
 
+    def set_tripwire(self, fn: Callable[[], str | None] | None) -> None:
+        """``fn()`` is asked while commands run; a reason (the kernel reported a
+        dead thread) ends the wait with KernelTripped. None: no tripwire."""
+        self._tripwire = fn
+
     def check_alive(self, ex: "_Exec | None" = None) -> None:
-        """GuestError if the guest is known to be dead or silent for too long."""
+        """GuestError if the guest is known to be dead or silent for too long;
+        KernelTripped if the tripwire fired while ``ex`` ran."""
+        if ex is not None and self._tripwire is not None:
+            why = self._tripwire()
+            if why:
+                try:
+                    ex.chan.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise KernelTripped(f"the kernel reported {why} while running: {ex.cmd[:120]}",
+                                    fix="a kernel thread died with the command's I/O in its "
+                                        "hands: see the console and the D-state stacks")
         if self._dead is None and self._health is not None:
             why = self._health()
             if why:

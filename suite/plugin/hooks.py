@@ -25,7 +25,7 @@ import pytest
 
 from suite import paths
 from suite.build.pipeline import add_build_options
-from suite.errors import GuestError, SuiteError, VMError
+from suite.errors import GuestError, KernelTripped, SuiteError, VMError
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
 
@@ -174,6 +174,8 @@ def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
         return Symptom("not-armed", first)
     if isinstance(e, VMError):
         return Symptom("guest-lost", first)
+    if isinstance(e, KernelTripped):        # the console finding is the symptom
+        return Symptom("no-result", first)
     if isinstance(e, GuestError):
         lost = "stopped answering" in first or "connection lost" in first.lower()
         return Symptom("guest-lost" if lost else "guest-error", first)
