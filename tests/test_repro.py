@@ -54,9 +54,18 @@ def _case(tmp: Path, path: str, segment: dict, symptom: Symptom) -> Path:
     return sh
 
 
-def run(sh: Path) -> subprocess.CompletedProcess:
+def run(sh: Path, tools: bool = True) -> subprocess.CompletedProcess:
+    """Run the script here; ``tools``: stand-in zpool/zfs on PATH (a guest with ZFS)."""
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    if tools:
+        bin_ = sh.parent / "fakebin"
+        bin_.mkdir(exist_ok=True)
+        for t in ("zpool", "zfs"):
+            (bin_ / t).write_text("#!/bin/sh\nexit 0\n")
+            (bin_ / t).chmod(0o755)
+        path = f"{bin_}:{path}"
     return subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120,
-                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+                          env={"PATH": path})
 
 
 def test_reproducer_says_not_reproduced_when_the_bytes_are_right(ddir: Path, tmp_path: Path):
@@ -79,3 +88,19 @@ def test_reproducer_says_reproduced_when_the_symptom_comes_back(ddir: Path, tmp_
     r = run(sh)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "REPRODUCED (1 of 1" in r.stdout and "SAME" in r.stdout
+
+
+def test_reproducer_without_zfs_tools_says_setup_failed(ddir: Path, tmp_path: Path):
+    f = make_file(ddir, "nz.bin", 16384, "s")
+    sh = _case(tmp_path, f, {"len": 4096, "page_offset": 0},
+               Symptom("wrong-bytes", "trial 0000: 4096 wrong", "sync"))
+    r = run(sh, tools=False)
+    assert r.returncode == 2 and "not on PATH" in r.stdout
+
+
+def test_a_failed_pool_setup_is_a_setup_failure():
+    from suite.report.repro import script
+    v = CaseVerdict("cases/t.py::test_x", "failed", [], "boom")
+    text = script(v.nodeid, v, case_commands(LOG), 2, False)
+    assert "must 'zpool create -f -o ashift=12 tank \"$DEV0\" \"$DEV1\"'" in text
+    assert "step 'engine run" in text

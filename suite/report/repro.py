@@ -154,13 +154,20 @@ def script(nodeid: str, v: CaseVerdict, steps: list[tuple[str, bool]], ndev: int
         '  [ $rc -eq 124 ] && { echo "!! step overran ${STEP_TIMEOUT}s"; touch "$OUT/timed-out"; }',
         "  return 0",
         "}",
+        'for t in zpool zfs; do command -v $t > /dev/null || { echo "$t is not on PATH: load',
+        '  ZFS and put its tools on PATH first"; exit 2; }; done',
+        "must() {  # a setup step: if it fails, the reproducer cannot say anything",
+        '  echo "+ $1"; bash -c "$1" || { echo "!! setup step failed: $1"; exit 2; }',
+        "}",
         "dmesg -c > /dev/null 2>&1 || true",
     ]
     for cmd, bg in steps:
         t = translate(cmd)
         if t is None:
             continue
-        if bg:
+        if re.match(r"(zpool create|zfs create)\b", t):
+            lines.append(f"must {shlex.quote(t)}")
+        elif bg:
             lines.append(f"( timeout -k 10 \"$STEP_TIMEOUT\" bash -c {shlex.quote(t)} "
                          f"> \"$OUT/bg-$RANDOM.jsonl\" 2>&1 ) &")
         else:
@@ -221,9 +228,14 @@ def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
     try:
         g = guests.acquire(shape, run_dir / "commands.log")
         devs = " ".join(g.zfs.nvme_devices())
+        # The build's own tools first on PATH, as a guest with ZFS installed has them.
+        tools = sorted({str(Path(p).parent) for p in record.commands.values()})
+        libs = sorted({str(Path(p).parent / ".libs") for p in record.commands.values()})
+        env = (f"PATH={':'.join(libs + tools)}:$PATH LD_LIBRARY_PATH={':'.join(libs)} "
+               f"STEP_TIMEOUT={int(a.deadline(120))}")
         print(f"{record.summary()}\nguest {shape}; running {sh} {devs}", flush=True)
-        r = g.zfs.guest.run(f"STEP_TIMEOUT={int(a.deadline(120))} bash {shlex.quote(str(sh))} "
-                            f"{devs}", timeout=a.deadline(3600), check=False)
+        r = g.zfs.guest.run(f"{env} bash {shlex.quote(str(sh))} {devs}",
+                            timeout=a.deadline(3600), check=False)
         print(r.stdout[-20000:])
         if r.stderr.strip():
             print(r.stderr[-3000:])
