@@ -104,3 +104,14 @@ def test_a_failed_pool_setup_is_a_setup_failure():
     text = script(v.nodeid, v, case_commands(LOG), 2, False)
     assert "must 'zpool create -f -o ashift=12 tank \"$DEV0\" \"$DEV1\"'" in text
     assert "step 'engine run" in text
+
+
+def test_a_pool_an_earlier_case_made_is_created_by_the_reproducer():
+    log = ("[t] g $ echo 'ozfs-vmci: begin test_y' > /dev/kmsg\n"
+           "[t] g $ # ozfs-vmci: setup: zpool destroy -f tank ; zpool create -f -o ashift=12 "
+           "tank /dev/nvme0n1 /dev/nvme1n1\n"
+           "[t] g $ zfs create tank/case\n"
+           "[t] g $ # ozfs-vmci: end of the case; the harness's checks follow\n")
+    steps = [translate(c) for c, _ in case_commands(log)]
+    assert steps == ["zpool destroy -f tank", 'zpool create -f -o ashift=12 tank "$DEV0" "$DEV1"',
+                     "zfs create tank/case"]

@@ -243,14 +243,19 @@ class Zfs:
                              fix="construct it as Zfs(guest, record, devices=vm.nvme_devices)")
         return [dev for _, dev in sorted(self._devices().items())]
 
-    def create_pool(self, spec: PoolSpec, devices: list[str] | None = None) -> "Pool":
+    def pool_create_args(self, spec: PoolSpec, devices: list[str] | None = None) -> list[str]:
+        """``zpool`` arguments that create ``spec`` on the guest's NVMe devices."""
         devices = devices if devices is not None else self.nvme_devices()
-        self.zpool("destroy", "-f", spec.name, check=False)
         args = ["create", "-f", "-o", f"ashift={spec.ashift}", "-m",
                 f"{self.mnt_root}/{spec.name}"]
         for k, v in spec.props.items():
             args += ["-o", f"{k}={v}"]
-        self.zpool(*args, spec.name, *spec.vdev_args(devices), timeout=300)
+        return [*args, spec.name, *spec.vdev_args(devices)]
+
+    def create_pool(self, spec: PoolSpec, devices: list[str] | None = None) -> "Pool":
+        args = self.pool_create_args(spec, devices)
+        self.zpool("destroy", "-f", spec.name, check=False)
+        self.zpool(*args, timeout=300)
         return Pool(self, spec.name, spec)
 
     def pools(self) -> list[str]:

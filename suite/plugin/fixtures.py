@@ -8,6 +8,7 @@ verified ZFS in a guest, a dataset on a pool, the I/O engine, a Direct I/O bench
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -190,6 +191,10 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
         (case_dir / "pool.txt").write_text(pool_obj.status())
     else:
         pool_obj = Pool(zfs_guest, spec.name, spec)
+        # Made by an earlier case: say how, for this case's reproducer.
+        zfs_guest.guest.mark("ozfs-vmci: setup: " + " ".join(
+            ["zpool destroy -f", spec.name, ";", "zpool",
+             *map(shlex.quote, zfs_guest.pool_create_args(spec))]))
     try:
         ds = pool_obj.dataset(kw.get("dataset") or "case", props)
     except GuestError:              # the pool went away (exported, destroyed): recreate

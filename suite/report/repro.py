@@ -54,7 +54,10 @@ def case_commands(log: str) -> list[tuple[str, bool]]:
             continue
         if "ozfs-vmci: end" in cmd:
             break
-        if inside:
+        if inside and "# ozfs-vmci: setup: " in cmd:    # state an earlier case left
+            for part in cmd.split("# ozfs-vmci: setup: ", 1)[1].split(" ; "):
+                out.append((part, False))
+        elif inside and not cmd.startswith("# "):
             out.append((cmd, bool(m.group(1))))
     return out
 
