@@ -65,6 +65,19 @@ def _armed(run, async_, case_dir):
                        "the delay did not hold it", fix="raise the delay")
 
 
+def _held_write_then(z, engine, accel, path, barrier, async_, case_dir):
+    """W1 (4 KiB at 0) held by a write delay on its file, then ``barrier``; the
+    overlap proven (the write outstanding when the barrier started)."""
+    delay = accel.deadline(4)
+    arm_write_delay(z, path, delay)
+    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
+                                "--barrier-after-ms", "300", "--base-seed", "base"],
+                       delay * 3 + accel.deadline(30))
+    z.zinject("-c", "all", check=False)
+    _armed(run, async_, case_dir)
+    return run
+
+
 def _judge(run, accel, symptom, expect_blocks):
     problems = []
     end = run.end
@@ -97,13 +110,7 @@ def test_write_barrier_waits_for_held_write(zfs_guest, pool, engine, accel, barr
                                             case_dir, symptom):
     z = zfs_guest
     (path,) = _setup(z, pool, engine, accel, async_)
-    delay = accel.deadline(4)
-    arm_write_delay(z, path, delay)
-    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
-                                "--barrier-after-ms", "300", "--base-seed", "base"],
-                       delay * 3 + accel.deadline(30))
-    z.zinject("-c", "all", check=False)
-    _armed(run, async_, case_dir)
+    run = _held_write_then(z, engine, accel, path, barrier, async_, case_dir)
     problems = _judge(run, accel, symptom, {(path, 0): [["w1"]]})
     assert not problems, "\n".join(problems + [run.proof()])
 
@@ -235,13 +242,7 @@ def test_write_acknowledged_survives_freeze_and_import(zfs_guest, pool, engine, 
     z = zfs_guest
     (path,) = _setup(z, pool, engine, accel, 1)
     z.zpool("freeze", pool.pool.name)
-    delay = accel.deadline(4)
-    arm_write_delay(z, path, delay)
-    run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
-                                "--barrier-after-ms", "300", "--base-seed", "base"],
-                       delay * 3 + accel.deadline(30))
-    z.zinject("-c", "all", check=False)
-    _armed(run, 1, case_dir)
+    run = _held_write_then(z, engine, accel, path, barrier, 1, case_dir)
     problems = _judge(run, accel, symptom, {})
     assert not problems, "\n".join(problems + [run.proof()])
     z.export_import(pool.pool.name, timeout=accel.deadline(300))

@@ -39,51 +39,39 @@ def expect_eio(c, r):
                    c.label)
 
 
-def _zvol(zdio, blocks: int):
+def read_with_fault(zdio, seed: str, devs: list[str], fault: str, expect, title: str):
+    """Lay a zvol down, sync it, inject ``fault`` on reads from ``devs``, then
+    run every condition's reads of it, alternated; the fault is cleared after."""
     rounds = zdio.trials or ROUNDS
     conds = zconditions(buffered=False)
-    zv = create_zvol(zdio.dataset, zdio.engine, "flt", VBS * blocks * rounds * len(conds), VBS)
-    return zv, conds, rounds
-
-
-def test_zvol_read_eio_reaches_caller(zdio, symptom):
-    zv, conds, rounds = _zvol(zdio, 1)
-    file = FileSpec(zv.dev, zv.size, "eio")
-    zdio.engine.run(Plan([file], []), name="lay-down")
+    zv = create_zvol(zdio.dataset, zdio.engine, "flt", VBS * rounds * len(conds), VBS)
+    zdio.engine.run(Plan([FileSpec(zv.dev, zv.size, seed)], []), name="lay-down")
     zdio.zfs.zpool("sync", zdio.pool)
-    devs = zdio.zfs.nvme_devices()          # a stripe: every device, or blocks escape
+    zdio.zfs.zpool("clear", zdio.pool)
     for dev in devs:
-        zdio.zfs.zinject("-d", dev, "-e", "io", "-T", "read", "-f", "100", zdio.pool)
+        zdio.zfs.zinject("-d", dev, "-e", fault, "-T", "read", "-f", "100", zdio.pool)
+    saved, zdio.trials = zdio.trials, rounds
     try:
-        saved, zdio.trials = zdio.trials, rounds
-        v = zdio.run(f"zvol read with EIO injected on {', '.join(devs)}",
-                     FileSpec(zv.dev, zv.size, "eio", create=False),
-                     Shape("block", nsegs=0, total=VBS), conds, expect_eio, stride=VBS,
-                     name="eio-read")
+        return zdio.run(f"{title} ({fault} injected on {', '.join(devs)})",
+                        FileSpec(zv.dev, zv.size, seed, create=False),
+                        Shape("block", nsegs=0, total=VBS), conds, expect, stride=VBS,
+                        name=f"{fault}-read")
     finally:
         zdio.trials = saved
         zdio.zfs.zinject("-c", "all", check=False)
+
+
+def test_zvol_read_eio_reaches_caller(zdio):
+    # a stripe: every device, or the blocks on the other one escape
+    v = read_with_fault(zdio, "eio", zdio.zfs.nvme_devices(), "io", expect_eio,
+                        "zvol read from a failing disk")
     assert v.ok, "\n" + v.table.text()
 
 
 @pytest.mark.pool(layout="mirror")
 def test_zvol_mirror_self_heals(zdio):
-    zv, conds, rounds = _zvol(zdio, 1)
-    file = FileSpec(zv.dev, zv.size, "heal")
-    zdio.engine.run(Plan([file], []), name="lay-down")
-    zdio.zfs.zpool("sync", zdio.pool)
-    dev = zdio.zfs.nvme_devices()[0]
-    zdio.zfs.zpool("clear", zdio.pool)
-    zdio.zfs.zinject("-d", dev, "-e", "checksum", "-T", "read", "-f", "100", zdio.pool)
-    try:
-        saved, zdio.trials = zdio.trials, rounds
-        v = zdio.run(f"zvol read with checksum errors on {dev} (mirror)",
-                     FileSpec(zv.dev, zv.size, "heal", create=False),
-                     Shape("block", nsegs=0, total=VBS), conds, expect_correct, stride=VBS,
-                     name="heal-read")
-    finally:
-        zdio.trials = saved
-        zdio.zfs.zinject("-c", "all", check=False)
+    v = read_with_fault(zdio, "heal", zdio.zfs.nvme_devices()[:1], "checksum", expect_correct,
+                        "zvol read from a mirror with one bad side")
     status = zdio.zfs.zpool("status", "-p", zdio.pool, check=False).stdout
     v.table.notes.append("zpool status after the reads:\n" + status)
     assert v.ok, "\n" + v.table.text()
