@@ -35,6 +35,12 @@ def ccache_dir() -> Path:
     return Path(env) if env else cache_root() / "ccache"
 
 
+def case_slug(nodeid: str) -> str:
+    """A case's folder name under ``<run>/cases/`` (the node id past its file)."""
+    import re
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
+
+
 def results_root() -> Path:
     env = os.environ.get("OZFS_VMCI_RESULTS")
     return Path(env) if env else Path.cwd() / "results"

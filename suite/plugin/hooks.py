@@ -99,8 +99,7 @@ def _default_trials() -> int:
     return DEFAULT_TRIALS
 
 
-def slug(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
+slug = paths.case_slug
 
 
 def case_dir_of(config: pytest.Config, nodeid: str) -> Path:

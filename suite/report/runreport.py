@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable
 
+from suite.paths import case_slug as slug
 from suite.report.gate import CLASSES, CaseClass, GateRun, verdict
 
 FAILING = ("regression", "inconclusive", "flaky")
-
-
-def slug(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:120]
 
 
 def case_dirs(root: Path, side: str, nodeid: str) -> list[Path]:
