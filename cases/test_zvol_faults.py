@@ -50,14 +50,12 @@ def read_with_fault(zdio, seed: str, devs: list[str], fault: str, expect, title:
     zdio.zfs.zpool("clear", zdio.pool)
     for dev in devs:
         zdio.zfs.zinject("-d", dev, "-e", fault, "-T", "read", "-f", "100", zdio.pool)
-    saved, zdio.trials = zdio.trials, rounds
     try:
         return zdio.run(f"{title} ({fault} injected on {', '.join(devs)})",
                         FileSpec(zv.dev, zv.size, seed, create=False),
                         Shape("block", nsegs=0, total=VBS), conds, expect, stride=VBS,
-                        name=f"{fault}-read")
+                        name=f"{fault}-read", rounds=rounds)
     finally:
-        zdio.trials = saved
         zdio.zfs.zinject("-c", "all", check=False)
 
 

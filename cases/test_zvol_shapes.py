@@ -55,15 +55,11 @@ def run_shape(zdio, op: str, vbs: int, shape: Shape, title: str, seed: str):
     if op == "write":       # every trial's bytes again, from disk, in a fresh import
         after = reimport_check(zdio.zfs, zdio.engine, zdio.pool, file,
                                relocate=relocator(zdio.engine, zv.name))
-    saved, zdio.trials = zdio.trials, rounds
-    try:
-        return zdio.run(title, file, shape, conds, expect_path(op, shape, vbs), op=op,
-                        stride=stride, name=f"{op}-{shape.name}", after=after,
-                        notes=[f"{zv.name} ({zv.dev}) volblocksize {vbs}, "
-                               f"primarycache=metadata; path from kprobe hits: "
-                               f"dmu_{op}_abd (DIO) vs dmu_{op}_uio_dnode (ARC)"])
-    finally:
-        zdio.trials = saved
+    return zdio.run(title, file, shape, conds, expect_path(op, shape, vbs), op=op,
+                    stride=stride, name=f"{op}-{shape.name}", after=after, rounds=rounds,
+                    notes=[f"{zv.name} ({zv.dev}) volblocksize {vbs}, "
+                           f"primarycache=metadata; path from kprobe hits: "
+                           f"dmu_{op}_abd (DIO) vs dmu_{op}_uio_dnode (ARC)"])
 
 
 CASES = [(v, s) for v in SIZES for s in shapes(SIZES[v])]

@@ -355,8 +355,10 @@ class DioBench:
             expect: dict[str, Expectation] | Expectation, notes: Iterable[str] = (),
             o_direct: bool = True, extra_params: dict[str, int] | None = None,
             name: str = "", op: str = "read", stride: int = 0, req_fields: dict | None = None,
-            after: Callable[[Plan, list[dict]], Iterable[Symptom]] | None = None) -> Verdict:
-        """Plan, run and judge one table. ``after(plan, results)``: checks once all
+            after: Callable[[Plan, list[dict]], Iterable[Symptom]] | None = None,
+            rounds: int | None = None) -> Verdict:
+        """Plan, run and judge one table (``rounds``: trials per condition when the
+        run did not ask for a number, default 14). ``after(plan, results)``: checks once all
         trials ran (e.g. every write's bytes after an export/import); its symptoms
         fail the case as a row of their own."""
         conds, skipped = self.split(conditions)
@@ -367,7 +369,7 @@ class DioBench:
         if not shape.aligned:       # the series may turn it away at submission: no path claim
             conds = [replace(c, via="") for c in conds]
         exp = expect if isinstance(expect, dict) else {c.label: expect for c in conds}
-        p = plan(file, shape, conds, self.trials, self.pool, self.have_params, o_direct,
+        p = plan(file, shape, conds, self.trials or rounds, self.pool, self.have_params, o_direct,
                  extra_params, op, stride, req_fields,
                  self.counter_specs(op) if self.counter_specs else None)
         verb = f"P{op.upper()}{'V' if shape.vectored else ''}"
