@@ -138,3 +138,43 @@ def test_junit_testcases_carry_the_tables(pytester):
     out = {n: "".join(e.text or "" for e in tc.iter("system-out")) for n, tc in cases.items()}
     assert "PREADV 16 x 4 KiB" in out["test_tabled"]
     assert "quiet table" in out["test_quiet"]
+
+
+OPT_IN = '''
+import pytest
+from pathlib import Path
+from suite.report import zts
+
+CONSOLE = ("Test: /b/src/tests/zfs-tests/tests/functional/direct/dio_mmap (run as root) "
+           "[00:09] [FAIL]\\n"
+           "Test: /b/src/tests/zfs-tests/tests/functional/direct/dio_random (run as root) "
+           "[00:19] [PASS]\\n"
+           "Tests with results other than PASS that are unexpected:\\n"
+           "    FAIL direct/dio_mmap (expected PASS)\\n")
+
+@pytest.mark.zts
+def test_zts_like(request, tmp_path):
+    from suite.plugin.hooks import case_dir_of
+    d = case_dir_of(request.config, request.node.nodeid)
+    zts.save(zts.parse(CONSOLE), d / zts.RESULTS_FILE, {"tag": "direct"})
+    assert request.config.getoption("zts") is True
+
+@pytest.mark.perf
+def test_perf_like():
+    pass
+
+def test_plain():
+    pass
+'''
+
+
+def test_zts_and_perf_cases_run_only_when_asked_and_zts_lands_in_junit(pytester):
+    pytester.makepyfile(test_optin=OPT_IN)
+    res = run(pytester)
+    res.assert_outcomes(passed=1, deselected=2)
+    xml = pytester.path / "junit.xml"
+    res = run(pytester, "-m", "zts", "--junitxml", str(xml))
+    res.assert_outcomes(passed=1, deselected=2)
+    text = xml.read_text()
+    assert 'name="zts-direct"' in text and 'name="dio_mmap"' in text
+    assert text.count("<failure") == 1          # the unexpected FAIL, under its own id

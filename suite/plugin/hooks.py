@@ -40,6 +40,8 @@ MARKERS = [
     "(log: trailing NVMe devices as a separate log) and dataset properties",
     "zfs_params(**params): module parameters set for the case and restored after",
     "perf: a benchmark (fio matrices); deselected unless -m selects it",
+    "zts: OpenZFS's own test suite (ZTS) run by tag; deselected unless -m selects it "
+    "(-m zts also turns on --zts)",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "deadline(seconds): backstop for the case's call, before accelerator scaling",
     "ozfs_case: set by the plugin on every case that uses the build under test",
@@ -87,8 +89,21 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.getoption("results") or paths.results_root())
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{_run_label(config)}"
     config.stash[RUN_DIR] = run_dir
+    if asks_for(config, "zts"):
+        config.option.zts = True            # the ZTS lane needs a build with the ZTS
     if workerinput is None:
         config.pluginmanager.register(_VerdictCount(), "ozfs-vmci-verdict-count")
+        config.pluginmanager.register(_ZtsJunit(), "ozfs-vmci-zts-junit")
+
+
+# Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests.
+OPT_IN = ("perf", "zts")
+
+
+def asks_for(config: pytest.Config, marker: str) -> bool:
+    """``-m`` selects ``marker`` (and does not exclude it)."""
+    expr = config.getoption("markexpr", "") or ""
+    return re.search(rf"(?<!not )\b{marker}\b", expr) is not None
 
 
 RUN_DIR = pytest.StashKey[Path]()
@@ -112,12 +127,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "zfs_build" in getattr(item, "fixturenames", ()):
             item.add_marker(CASE_MARK)
-    # Benchmarks run only when asked for by marker (-m perf): never by default.
-    if "perf" not in (config.getoption("markexpr", "") or ""):
-        perf = [i for i in items if i.get_closest_marker("perf")]
-        if perf:
-            config.hook.pytest_deselected(items=perf)
-            items[:] = [i for i in items if not i.get_closest_marker("perf")]
+    # Benchmarks and ZTS run only when asked for by marker (-m perf, -m zts).
+    for marker in OPT_IN:
+        if not asks_for(config, marker):
+            drop = [i for i in items if i.get_closest_marker(marker)]
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = [i for i in items if not i.get_closest_marker(marker)]
 
 
 def pytest_configure_node(node) -> None:  # xdist: the controller hands its run dir on
@@ -278,6 +294,21 @@ class _VerdictCount:
                    f"(all skipped or errored): nothing was tested, so this run is not green")
             if tr is not None:
                 tr.write_line(msg, red=True)
+
+
+class _ZtsJunit:
+    """After pytest wrote its JUnit XML (``--junitxml``), add each ZTS test of the
+    run under its own id (``suite/report/zts.py``)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        xml = getattr(session.config.option, "xmlpath", None)
+        run_dir = session.config.stash.get(RUN_DIR, None)
+        if not xml or run_dir is None:
+            return
+        from suite.report import zts
+        files = sorted(run_dir.glob(f"cases/*/{zts.RESULTS_FILE}"))
+        zts.fold_into_junit(Path(xml), files)
 
 
 def add_section(item: pytest.Item, title: str, text: str) -> None:

@@ -1,0 +1,160 @@
+"""OpenZFS's own test suite (ZTS), run in a guest against the build under test.
+
+``zfs-tests.sh`` is run in-tree, as OpenZFS's CI runs it, with what it insists on:
+
+- a user that is not root and has passwordless sudo: the guest's ``/etc`` is a
+  private overlay, so the user and its sudoers entry live only in this guest;
+- read access to the build tree, which sits under the host's ``/root`` (mode
+  700) and is read-only in the guest: an overlay on ``/root`` opens the path and
+  takes the files ZTS writes in-tree (its ``tests/zfs-tests/bin`` of links);
+- three disks or more (``DISKS``): the guest's NVMe namespaces but the last,
+  which carries an ext4 ``FILEDIR`` (file vdevs, results; on disk, not in RAM).
+
+Timeouts in the runfiles are scaled by the accelerator's factor (TCG is slow);
+the scaled runfiles are written next to the results, so the run can be read
+back exactly. The tags to run are looked up in the build's runfiles: a tag the
+build does not have is reported as absent, not as a pass.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.build.recipe import BuildRecord
+from suite.errors import GuestError, SuiteError
+
+USER = "ztsuser"
+FILEDIR = "/var/tmp/zts"
+RUNFILES = ("common.run", "linux.run")
+TIMEOUT_RE = re.compile(r"^(timeout\s*=\s*)(\d+)\s*$", re.M)
+TAGS_RE = re.compile(r"^tags\s*=\s*\[([^\]]*)\]", re.M)
+
+
+def zts_root(record: BuildRecord) -> Path:
+    return Path(record.src_dir)
+
+
+def has_zts(record: BuildRecord) -> bool:
+    """The build was made with ``--zts`` (its runner and helper programs exist)."""
+    src = zts_root(record)
+    return (src / "scripts" / "zfs-tests.sh").exists() and \
+        (src / "tests" / "test-runner" / "bin" / "test-runner.py").exists()
+
+
+def runfile_tags(text: str) -> set[str]:
+    """Every tag a runfile names."""
+    tags: set[str] = set()
+    for m in TAGS_RE.finditer(text):
+        tags.update(t.strip().strip("'\"") for t in m.group(1).split(","))
+    return {t for t in tags if t}
+
+
+def scale_timeouts(text: str, scale: float) -> str:
+    """The runfile with every ``timeout = N`` multiplied by ``scale`` (0 stays 0:
+    it means no timeout)."""
+    def repl(m: re.Match) -> str:
+        n = int(m.group(2))
+        return f"{m.group(1)}{int(n * scale) if n else 0}"
+    return TIMEOUT_RE.sub(repl, text)
+
+
+def available_tags(record: BuildRecord) -> set[str]:
+    tags: set[str] = set()
+    for name in RUNFILES:
+        f = zts_root(record) / "tests" / "runfiles" / name
+        if f.exists():
+            tags |= runfile_tags(f.read_text())
+    return tags
+
+
+@dataclass
+class ZtsRun:
+    tags: list[str]
+    rc: int | None
+    output: str            # zfs-tests.sh's console: runner lines, then zts-report's
+    out_dir: Path          # runfiles used, console, the runner's log directory (tar)
+    disks: list[str]
+
+
+def prepare_guest_script(src: Path, filedir_dev: str) -> str:
+    """Root-side setup, idempotent within one guest."""
+    q = shlex.quote
+    return "\n".join([
+        "set -e",
+        "if ! grep -q ' /root overlay ' /proc/mounts; then",
+        "  mkdir -p /tmp/zts-root/up /tmp/zts-root/work",
+        "  mount -t overlay overlay -o lowerdir=/root,upperdir=/tmp/zts-root/up,"
+        "workdir=/tmp/zts-root/work /root",
+        "fi",
+        "chmod 755 /root",
+        f"id {USER} >/dev/null 2>&1 || useradd -m -d /var/tmp/{USER} -s /bin/sh {USER}",
+        f"echo '{USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{USER}",
+        f"chmod 440 /etc/sudoers.d/{USER}",
+        f"if ! grep -q ' {FILEDIR} ' /proc/mounts; then",
+        f"  mkfs.ext4 -q -F {q(filedir_dev)}",
+        f"  mkdir -p {FILEDIR} && mount {q(filedir_dev)} {FILEDIR}",
+        "fi",
+        f"mkdir -p {FILEDIR}/runfiles && chown -R {USER} {FILEDIR}",
+        f"test -x {q(str(src / 'scripts' / 'zfs-tests.sh'))}",
+        f"sudo -u {USER} sudo -n id -un",
+    ])
+
+
+def run_tags(zfs, record: BuildRecord, tags: list[str], out_dir: Path, scale: float,
+             timeout: float) -> ZtsRun:
+    """Run ``tags`` with ``zfs-tests.sh`` in the guest of ``zfs`` (a ``Zfs`` with
+    the build loaded and verified). Every NVMe namespace but the last becomes a
+    ZTS disk, so the caller must not hold a pool on them."""
+    src = zts_root(record)
+    if not has_zts(record):
+        raise SuiteError(f"build {record.key} has no ZFS Test Suite",
+                         fix="build with --zts (pytest: -m zts turns it on)")
+    devices = zfs.nvme_devices()
+    if len(devices) < 4:
+        raise SuiteError(f"the ZTS lane needs 4 NVMe namespaces (3 disks + FILEDIR), "
+                         f"the guest has {len(devices)}",
+                         fix="mark the case @pytest.mark.guest(nvme=4, ...)")
+    disks, filedir_dev = devices[:-1], devices[-1]
+    g = zfs.guest
+    out_dir.mkdir(parents=True, exist_ok=True)
+    g.run(prepare_guest_script(src, filedir_dev), timeout=300)
+    runfiles = []
+    for name in RUNFILES:
+        text = (src / "tests" / "runfiles" / name).read_text()
+        local = out_dir / name
+        local.write_text(scale_timeouts(text, scale))
+        remote = f"{FILEDIR}/runfiles/{name}"
+        g.put(local, remote)
+        runfiles.append(remote)
+    env = {"DISKS": " ".join(disks), "KEEP": " ".join(zfs.pools()) or "rpool"}
+    cmd = (f"cd {FILEDIR} && sudo -u {USER} env " +
+           " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
+           f" {shlex.quote(str(src / 'scripts' / 'zfs-tests.sh'))} -v"
+           f" -d {FILEDIR} -r {','.join(runfiles)} -T {','.join(tags)}"
+           f" > {FILEDIR}/console.txt 2>&1; echo rc=$?")
+    r = g.run(cmd, timeout=timeout, check=False)
+    m = re.search(r"rc=(\d+)", r.stdout)
+    rc = int(m.group(1)) if m else None
+    console = out_dir / "console.txt"
+    g.get(f"{FILEDIR}/console.txt", console)
+    output = console.read_text(errors="replace")
+    _fetch_logs(g, output, out_dir)
+    return ZtsRun(tags, rc, output, out_dir, disks)
+
+
+def _fetch_logs(g, output: str, out_dir: Path) -> None:
+    """The runner's log directory (per-test stdout/stderr), as one tarball."""
+    m = re.search(r"^\s*Log directory:\s*(\S+)", output, re.M)
+    if not m:
+        return
+    remote = f"{FILEDIR}/logs.tar.gz"
+    try:
+        g.run(f"tar -C {shlex.quote(m.group(1))} -czf {remote} .", timeout=300)
+        local = g.get(remote, out_dir / "test_results.tar.gz")
+        with tarfile.open(local) as t:       # proof it is readable; kept as the artifact
+            t.getmembers()
+    except (GuestError, tarfile.TarError) as e:
+        (out_dir / "test_results.error.txt").write_text(f"{e}\n")

@@ -1,0 +1,117 @@
+"""The ZTS lane without a guest: runfiles, the console parser, JUnit folding, selection."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from suite.guest import zts
+from suite.report import zts as report
+
+PFX = "[2026-11-30T20:01:02.123456] Test: /root/.cache/ozfs-vmci/builds/k/src/tests/zfs-tests/tests"
+CONSOLE = f"""\
+{PFX}/functional/direct/setup (run as root) [00:03] [PASS]
+{PFX}/functional/direct/dio_aligned_block (run as root) [00:41] [PASS]
+{PFX}/functional/direct/dio_mmap (run as root) [01:02] [FAIL]
+{PFX}/functional/direct/dio_loopback_dev (run as root) [00:01] [SKIP]
+{PFX}/functional/direct/dio_random (run as root) [10:00] [KILLED]
+{PFX}/functional/direct/cleanup (run as root) [00:02] [PASS]
+
+Results Summary
+PASS\t   3
+FAIL\t   1
+SKIP\t   1
+KILLED\t   1
+
+Running Time:\t00:12:49
+Percent passed:\t50.0%
+Log directory:\t/var/tmp/test_results/20261130T200102
+
+Tests with results other than PASS that are expected:
+    SKIP direct/dio_loopback_dev (Test user does not have permission)
+
+Tests with result of PASS that are unexpected:
+
+Tests with results other than PASS that are unexpected:
+    FAIL direct/dio_mmap (expected PASS)
+    KILLED direct/dio_random (expected PASS)
+"""
+
+
+def by_test(results):
+    return {r.test: r for r in results}
+
+
+def test_parse_reads_every_result_line_and_the_report_verdicts():
+    res = by_test(report.parse(CONSOLE))
+    assert set(res) == {f"functional/direct/{t}" for t in (
+        "setup", "dio_aligned_block", "dio_mmap", "dio_loopback_dev", "dio_random", "cleanup")}
+    assert res["functional/direct/dio_aligned_block"].seconds == 41
+    assert res["functional/direct/dio_random"].seconds == 600
+    assert [t for t, r in sorted(res.items()) if r.failed] == [
+        "functional/direct/dio_mmap", "functional/direct/dio_random"]
+    skip = res["functional/direct/dio_loopback_dev"]
+    assert skip.expected and not skip.failed and "permission" in skip.reason
+    assert res["functional/direct/dio_mmap"].id == "zts:functional/direct/dio_mmap"
+
+
+def test_without_a_report_every_non_pass_is_a_failure():
+    cut = CONSOLE.split("Results Summary")[0]        # the run died before zts-report
+    res = by_test(report.parse(cut))
+    assert res["functional/direct/dio_loopback_dev"].failed
+    assert not res["functional/direct/setup"].failed
+
+
+def test_an_empty_console_has_no_results():
+    assert report.parse("fail: This script must not be run as root.\n") == []
+
+
+def test_runfile_tags_and_scaled_timeouts():
+    text = ("[DEFAULT]\ntimeout = 600\ntags = ['functional']\n\n[tests/functional/async:Linux]\n"
+            "tests = ['async_read_001_pos']\ntimeout = 0\ntags = ['functional', 'async']\n")
+    assert zts.runfile_tags(text) == {"functional", "async"}
+    scaled = zts.scale_timeouts(text, 6.0)
+    assert "timeout = 3600" in scaled and "timeout = 0" in scaled
+    assert zts.runfile_tags(scaled) == {"functional", "async"}
+
+
+def test_fold_adds_a_testsuite_with_one_case_per_zts_test(tmp_path):
+    xml = tmp_path / "junit.xml"
+    xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1">'
+                   '<testcase classname="cases.test_zts" name="test_zts_tag[direct]"/>'
+                   '</testsuite></testsuites>')
+    case = tmp_path / "cases" / "c"
+    case.mkdir(parents=True)
+    report.save(report.parse(CONSOLE), case / report.RESULTS_FILE, {"tag": "direct"})
+    assert report.fold_into_junit(xml, [case / report.RESULTS_FILE]) == 6
+    root = ET.parse(xml).getroot()
+    zsuite = [s for s in root.iter("testsuite") if s.get("name") == "zts-direct"]
+    assert len(zsuite) == 1 and zsuite[0].get("failures") == "2"
+    failed = {tc.get("name") for tc in zsuite[0].iter("testcase") if tc.find("failure") is not None}
+    assert failed == {"dio_mmap", "dio_random"}
+    assert {tc.get("classname") for tc in zsuite[0].iter("testcase")} == {"zts.functional.direct"}
+
+
+def test_markdown_puts_unexpected_results_first():
+    md = report.markdown(report.parse(CONSOLE), "ZTS direct")
+    rows = [ln for ln in md.splitlines() if ln.startswith("| `")]
+    assert "dio_mmap" in rows[0] and "**unexpected**" in rows[0]
+    assert "6 tests" in md
+
+
+@pytest.mark.parametrize("expr,want", [("zts", True), ("perf or zts", True),
+                                       ("not zts", False), ("", False), ("zvol", False)])
+def test_only_a_marker_expression_that_selects_zts_asks_for_it(expr, want):
+    from suite.plugin.hooks import asks_for
+
+    class Cfg:
+        def getoption(self, name, default=None):
+            return expr
+    assert asks_for(Cfg(), "zts") is want
+
+
+def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
+    script = zts.prepare_guest_script(tmp_path, "/dev/nvme3n1")
+    assert "useradd" in script and "NOPASSWD" in script
+    assert "mkfs.ext4 -q -F /dev/nvme3n1" in script
+    assert "lowerdir=/root" in script       # the build tree under /root becomes readable
