@@ -61,7 +61,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_bugs(args: argparse.Namespace) -> int:
     from suite.report.knownbugs import run_bugs
-    return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None)
+    return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None,
+                    with_zts=args.zts)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -154,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--role", action="append", choices=("bad", "fixed"),
                     help="run only at the bad or the fixed commit (default: both)")
     kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
+    kb.add_argument("--zts", action="store_true",
+                    help="also run OpenZFS's own tests (ZTS lane) at each bad commit and "
+                         "print what ZTS saw beside what the suite saw")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

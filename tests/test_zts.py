@@ -115,3 +115,29 @@ def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
     assert "useradd" in script and "NOPASSWD" in script
     assert "mkfs.ext4 -q -F /dev/nvme3n1" in script
     assert "lowerdir=/root" in script       # the build tree under /root becomes readable
+
+
+def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):
+    from suite.report.sessions import count
+    xml = tmp_path / "junit.xml"
+    xml.write_text('<testsuites><testsuite name="pytest" tests="2" failures="1" errors="0" '
+                   'skipped="0"/><testsuite name="zts-direct" tests="6" failures="2" '
+                   'errors="0" skipped="1"/></testsuites>')
+    assert count(xml) == (1, 1, 0, 0)
+
+
+def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failures(tmp_path):
+    from suite.report import ztsbugs
+    case = tmp_path / "run" / "cases" / "test_zts_tag_direct_"
+    case.mkdir(parents=True)
+    report.save(report.parse(CONSOLE), case / report.RESULTS_FILE, {"tag": "direct"})
+    ran, bad = ztsbugs.read_session(tmp_path)
+    assert ran == 6 and bad == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
+    seen = ztsbugs.ZtsAt("eb75ba1c586", ran, bad)
+    quiet = ztsbugs.ZtsAt("917a434a1a4", 19, [])
+    md = ztsbugs.table([("preadv-freed-iovec", "eb75ba1c586", "caught", seen),
+                        ("async-oappend-stale-eof", "917a434a1a4", "caught", quiet),
+                        ("x", "0000000", "caught", None)])
+    assert "2 unexpected of 6: direct/dio_mmap FAIL" in md
+    assert "all 19 as expected (saw nothing)" in md and "not run" in md
+    assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")

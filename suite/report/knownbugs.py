@@ -15,7 +15,9 @@ An entry with ``deferred = "..."`` (a bug no userspace symptom can show on this
 kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 **deferred** with its reason and not run; it is for a later kernel profile
 (KASAN) to catch. Anything but caught / clean / deferred exits non-zero. Each inner session has a deadline
-(``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h).
+(``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h). With ``--zts``, OpenZFS's own
+tests run at each bad commit too, and a table says what each saw
+(``suite/report/ztsbugs.py``).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pathlib import Path
 from suite import paths
 from suite.report.sessions import run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
+from suite.report.ztsbugs import ZtsAt, run_zts_at, table as ztsbugs_table
 from suite.source import series
 
 
@@ -90,11 +93,13 @@ def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> 
 
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
-             roles: list[str] | None = None) -> int:
+             roles: list[str] | None = None, with_zts: bool = False) -> int:
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    root = paths.results_root() / f"bugs-{stamp}"
     out: list[Outcome] = []
+    ztsruns: dict[str, ZtsAt] = {}
     deferred = [b for b in bugs if b.deferred]
     for b in deferred:
         print(f"==> {b.id}: deferred ({b.bad[:11]} -> {b.fixed[:11]}): {b.deferred}", flush=True)
@@ -110,7 +115,7 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                 o.problem = f"{b.id} declares no [bugs.symptom] in {m.path}: nothing to judge by"
                 continue
             sel = f"{name}@{commit[:11]}"
-            results = paths.results_root() / f"bugs-{stamp}" / b.id / role
+            results = root / b.id / role
             print(f"==> {b.id}: cases -k '{k}' at {sel} ({role}); counts: "
                   f"{b.symptom.describe()}", flush=True)
             tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results, extra)
@@ -119,6 +124,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "
                   f"{o.count('inconclusive')} inconclusive, {o.count('skipped')} skipped "
                   f"in {o.seconds:.0f}s; {results})", flush=True)
+            if with_zts and role == "bad" and commit not in ztsruns:
+                ztsruns[commit] = run_zts_at(name, commit, root, extra)
     print(f"\n{'bug':26s} {'commit':12s} {'role':6s} {'caught':>6s} {'pass':>4s} {'inc':>4s}  verdict")
     for o in out:
         print(f"{o.bug:26s} {o.commit:12s} {o.role:6s} {o.count('caught'):6d} "
@@ -126,4 +133,12 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
     for b in deferred:
         print(f"{b.id:26s} {b.bad[:11]:12s} {'-':6s} {'-':>6s} {'-':>4s} {'-':>4s}  "
               f"deferred: {b.deferred.split(':')[0]}")
+    if with_zts:
+        rows = [(o.bug, o.commit, o.verdict, next((z for c, z in ztsruns.items()
+                                                  if c.startswith(o.commit)), None))
+                for o in out if o.role == "bad"]
+        md = ztsbugs_table(rows)
+        (root / "zts-vs-suite.md").write_text(md)
+        print("\nZTS and this suite at each bad commit (" + str(root / "zts-vs-suite.md") +
+              "):\n" + md)
     return 0 if all(o.ok for o in out) else 1

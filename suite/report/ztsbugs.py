@@ -1,0 +1,77 @@
+"""Which known bug did ZTS see, and which did this suite see, at each bad commit.
+
+``python -m suite bugs SERIES --zts`` runs, beside each bug's cases, the ZTS lane
+(``cases/test_zts.py``: the ``direct`` tag and the series' ``async`` tag where it
+has one) at every bad commit, and at the fixed commit too where the bug's fixed
+commit is asked for (``--role``). The table that answers a maintainer:
+
+    bug | bad commit | this suite at bad | ZTS at bad (unexpected failures)
+
+ZTS is credited with a bug only through a test that failed unexpectedly at the
+bad commit; whether that failure is the bug's own symptom a human must read (the
+test's log is in the results), so the table lists the tests, it does not claim.
+Runs at one commit are shared by every bug that has it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite import paths
+from suite.report import zts
+from suite.report.sessions import run_cases
+
+
+@dataclass
+class ZtsAt:
+    commit: str
+    ran: int = 0
+    unexpected: list[str] = field(default_factory=list)   # "direct/dio_mmap FAIL"
+    problem: str = ""
+    results: str = ""
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        if self.problem:
+            return f"INCONCLUSIVE: {self.problem}"
+        if not self.ran:
+            return "INCONCLUSIVE: ZTS ran no test"
+        if self.unexpected:
+            return f"{len(self.unexpected)} unexpected of {self.ran}: " + \
+                ", ".join(self.unexpected)
+        return f"all {self.ran} as expected (saw nothing)"
+
+
+def read_session(results: Path) -> tuple[int, list[str]]:
+    """(tests ran, unexpected 'test RESULT') from one ZTS session's results."""
+    ran, bad = 0, []
+    for f in sorted(results.glob(f"*/cases/*/{zts.RESULTS_FILE}")):
+        _, res = zts.load(f)
+        ran += len(res)
+        bad += [f"{r.test.removeprefix('functional/')} {r.result}" for r in res if r.failed]
+    return ran, bad
+
+
+def run_zts_at(name: str, commit: str, root: Path, extra: list[str]) -> ZtsAt:
+    out = ZtsAt(commit[:11])
+    results = root / "zts" / commit[:11]
+    print(f"==> ZTS at {name}@{commit[:11]} (-m zts)", flush=True)
+    tests, problem, out.seconds = run_cases(
+        ["-m", "zts", "--series", f"{name}@{commit[:11]}"], results, extra,
+        targets=[str(paths.PROJECT_ROOT / "cases" / "test_zts.py")])
+    out.results = str(results)
+    out.ran, out.unexpected = read_session(results)
+    out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
+                              "(see pytest.log)")
+    print(f"<== ZTS at {commit[:11]}: {out.describe()} in {out.seconds:.0f}s; {results}",
+          flush=True)
+    return out
+
+
+def table(rows: list[tuple[str, str, str, ZtsAt | None]]) -> str:
+    """Markdown: bug, bad commit, the suite's verdict there, ZTS there."""
+    lines = ["| bug | bad commit | this suite at bad | ZTS at bad |", "|---|---|---|---|"]
+    for bug, commit, suite_verdict, z in rows:
+        lines.append(f"| `{bug}` | {commit} | {suite_verdict} | "
+                     f"{z.describe() if z else 'not run'} |")
+    return "\n".join(lines) + "\n"
