@@ -120,3 +120,28 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
     page = (tmp_path / "g" / "report.html").read_text()
     assert "test_broken" in page and "table-1.txt" in page and "<script" not in page
     assert json.loads(files[0].read_text())["exit"] == 1
+
+
+def test_gate_reports_carry_the_zts_tests_of_each_side(tmp_path: Path, monkeypatch):
+    from suite.report import zts
+    nodeid = "cases/test_zts.py::test_zts_tag[direct]"
+    line = ("Test: /s/tests/zfs-tests/tests/functional/direct/dio_mmap (run as root) "
+            "[00:09] [{}]\n")
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        side = "base" if "--zfs-ref" in args else "series"
+        write_case(results, nodeid, v("passed"))
+        d = results / "20260101-000000-x" / "cases" / slug(nodeid)
+        zts.save(zts.parse(line.format("PASS")), d / zts.RESULTS_FILE,
+                 {"tag": "direct", "describe": side})
+        (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
+        return 1, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("async-dio", "e" * 40, ["-m", "zts"], [], reruns=0, root=tmp_path / "g")
+    write_reports(g)
+    root = ET.parse(tmp_path / "g" / "junit.xml").getroot()
+    names = sorted(s.get("name") for s in root.iter("testsuite"))
+    assert names == ["gate async-dio", "zts-direct-base", "zts-direct-series"]
+    md = (tmp_path / "g" / "gate.md").read_text()
+    assert "ZTS `direct` on base" in md and "ZTS `direct` on series" in md

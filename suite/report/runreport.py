@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from suite.paths import case_slug as slug
+from suite.report import zts
 from suite.report.gate import CLASSES, CaseClass, GateRun, verdict
 
 FAILING = ("regression", "inconclusive", "flaky")
@@ -87,6 +88,7 @@ def markdown(g: GateRun) -> str:
             lines += [p.read_text() for p in tables]
             lines += ["open: " + ", ".join(f"`{p.relative_to(g.root)}`"
                                            for p in artifacts(g.root, "series", c.nodeid))]
+    lines += zts_sections(g.root)
     lines += ["", "### Builds", ""]
     for side in ("base", "series"):
         rec = build_record(g.root, side)
@@ -94,6 +96,21 @@ def markdown(g: GateRun) -> str:
     lines += [f"- {side}: {problem}" for side, problem in g.problems.items()]
     lines.append(f"- session seconds: {json.dumps({k: round(v) for k, v in g.seconds.items()})}")
     return "\n".join(lines) + "\n"
+
+
+def zts_files(root: Path, side: str) -> list[Path]:
+    return sorted((root / side).glob(f"*/cases/*/{zts.RESULTS_FILE}"))
+
+
+def zts_sections(root: Path) -> list[str]:
+    """OpenZFS's own tests (when the selection ran the ZTS lane), per side."""
+    out = []
+    for side in ("base", "series"):
+        for f in zts_files(root, side):
+            meta, res = zts.load(f)
+            out += ["", zts.markdown(res, f"ZTS `{meta.get('tag')}` on {side} "
+                                          f"({meta.get('describe', '')})")]
+    return out
 
 
 def junit(g: GateRun) -> ET.ElementTree:
@@ -155,6 +172,8 @@ def write_reports(g: GateRun) -> list[Path]:
     out[0].write_text(g.to_json() + "\n")
     out[1].write_text(markdown(g))
     junit(g).write(out[2], encoding="unicode", xml_declaration=True)
+    for side in ("base", "series"):                 # each ZTS test under its own id
+        zts.fold_into_junit(out[2], zts_files(g.root, side), label=side)
     out[3].write_text(html_page(g))
     return out
 

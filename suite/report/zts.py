@@ -124,9 +124,10 @@ def junit_suite(results: list[ZtsResult], name: str, console_ref: str = "") -> E
     return suite
 
 
-def fold_into_junit(xml_path: Path, result_files: list[Path]) -> int:
+def fold_into_junit(xml_path: Path, result_files: list[Path], label: str = "") -> int:
     """Append a ``<testsuite>`` per ZTS results file to the JUnit XML at
-    ``xml_path``; returns the testcases added."""
+    ``xml_path`` (named ``zts-<tag>``, ``-<label>`` added); returns the testcases
+    added."""
     if not xml_path.exists() or not result_files:
         return 0
     tree = ET.parse(xml_path)
@@ -139,7 +140,8 @@ def fold_into_junit(xml_path: Path, result_files: list[Path]) -> int:
     added = 0
     for f in result_files:
         meta, results = load(f)
-        root.append(junit_suite(results, f"zts-{meta.get('tag', 'tags')}",
+        name = f"zts-{meta.get('tag', 'tags')}" + (f"-{label}" if label else "")
+        root.append(junit_suite(results, name,
                                 str(f.parent / "test_results.tar.gz")))
         added += len(results)
     tree.write(xml_path, encoding="unicode", xml_declaration=True)
