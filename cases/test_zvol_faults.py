@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -68,11 +69,18 @@ def test_zvol_read_eio_reaches_caller(zdio):
 
 @pytest.mark.pool(layout="mirror")
 def test_zvol_mirror_self_heals(zdio):
-    v = read_with_fault(zdio, "heal", zdio.zfs.nvme_devices()[:1], "checksum", expect_correct,
+    # "corrupt" flips bits in what the device returns: the checksum catches it
+    # and the other side serves (and repairs) the block.
+    bad = zdio.zfs.nvme_devices()[:1]
+    v = read_with_fault(zdio, "heal", bad, "corrupt", expect_correct,
                         "zvol read from a mirror with one bad side")
     status = zdio.zfs.zpool("status", "-p", zdio.pool, check=False).stdout
     v.table.notes.append("zpool status after the reads:\n" + status)
     assert v.ok, "\n" + v.table.text()
+    name = bad[0].rsplit("/", 1)[-1]
+    row = next((ln.split() for ln in status.splitlines() if ln.strip().startswith(name)), None)
+    assert row and int(re.sub(r"\D", "", row[4]) or 0) > 0, (
+        f"zpool status counted no checksum errors on {name}: the fault did not fire\n{status}")
 
 
 @pytest.mark.zvol_dio
