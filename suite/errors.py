@@ -52,3 +52,5 @@ class GuestError(SuiteError):
 class KernelTripped(GuestError):
     """The guest kernel reported a dead thread (a failed VERIFY, an oops) while a
     command waited: it will not finish, so the wait ends now, not at its deadline."""
+
+    row = ""            # the engine trial (condition) in flight, when the command was the engine

@@ -559,3 +559,13 @@ def test_glob_counter_sums_taskq_kstats_created_on_demand(tmp_path: Path):
         (tmp_path / name).write_text(
             f"12 1 0x01 3 192 1 1\nname type data\ntasks_dispatched 4 {n}\n")
     assert counters.counter_deltas(before, counters.snapshot_counters({"t": spec})) == {"t": 5}
+
+
+def test_a_trial_says_it_began_so_the_one_in_flight_can_be_named():
+    from suite.casekit.engine import in_flight
+    lines = [{"event": "begin", "trial": "0000", "condition": "sync"},
+             {"event": "trial", "id": "0000", "condition": "sync"},
+             {"event": "begin", "trial": "0001", "condition": "io_uring async=1"}]
+    assert in_flight(lines)["trial"] == "0001"
+    assert in_flight(lines[:2]) is None
+    assert in_flight([]) is None

@@ -402,3 +402,36 @@ def test_a_dead_kernel_thread_ends_the_wait_at_once(tmp_path):
     with pytest.raises(KernelTripped, match="spl_panic: .*VERIFY3S") as e:
         g.check_alive(Ex())
     assert symptom_of_exception(e).kind == "no-result"
+
+
+def test_a_tripped_engine_names_the_trial_in_flight_as_the_row(tmp_path):
+    """When the kernel dies under an engine plan, what the engine printed before
+    (its begin lines) names the trial in flight: in the error and as the row."""
+    import json as _json
+
+    from suite.casekit.engine import EngineRunner
+    from suite.errors import KernelTripped
+    from suite.ioengine.plan import Plan
+    from suite.plugin.hooks import symptom_of_exception
+    printed = "\n".join(_json.dumps(x) for x in [
+        {"event": "begin", "trial": "0000", "condition": "sync"},
+        {"event": "trial", "id": "0000", "condition": "sync"},
+        {"event": "begin", "trial": "0001", "condition": "io_uring async=1"}]) + "\n"
+
+    class FakeGuest:
+        def run(self, cmd, timeout=60, check=True):
+            if "suite.ioengine" not in cmd:
+                return None
+            e = KernelTripped("the kernel reported spl_panic: VERIFY3S(...) failed")
+            e.partial_stdout = printed
+            raise e
+
+        def put(self, local, remote):
+            pass
+
+    runner = EngineRunner(FakeGuest(), tmp_path / "engine")
+    with pytest.raises(KernelTripped, match=r"in flight: trial 0001, io_uring async=1") as e:
+        runner.run(Plan([], []), name="quota")
+    s = symptom_of_exception(e)
+    assert (s.kind, s.row) == ("no-result", "io_uring async=1")
+    assert "0001" in (tmp_path / "engine" / "quota.results.jsonl").read_text()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite.errors import GuestError
+from suite.errors import GuestError, KernelTripped
 from suite.guest.ssh import Background, Guest
 from suite.ioengine.plan import Plan
 from suite.paths import PROJECT_ROOT
@@ -29,6 +29,14 @@ def parse_lines(text: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return out
+
+
+def in_flight(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The trial the engine began and never reported (its ``begin`` line without
+    a result line), or None."""
+    done = {ln.get("id") for ln in lines if ln.get("event") == "trial"}
+    begun = [ln for ln in lines if ln.get("event") == "begin" and ln.get("trial") not in done]
+    return begun[-1] if begun else None
 
 
 @dataclass
@@ -63,7 +71,17 @@ class EngineRunner:
         remote = self._remote(f"{name}.plan.json")
         self.guest.run("mkdir -p /tmp/ozfs-engine", timeout=30 * self.scale)
         self.guest.put(local, remote)
-        r = self.guest.run(self.command("run", remote), timeout=timeout * self.scale, check=False)
+        try:
+            r = self.guest.run(self.command("run", remote), timeout=timeout * self.scale,
+                               check=False)
+        except KernelTripped as e:
+            partial = getattr(e, "partial_stdout", "")
+            (self.outdir / f"{name}.results.jsonl").write_text(partial)
+            t = in_flight(parse_lines(partial))
+            if t is not None:
+                e.what += f" (in flight: trial {t.get('trial')}, {t.get('condition')})"
+                e.row = str(t.get("condition") or "")
+            raise
         (self.outdir / f"{name}.results.jsonl").write_text(r.stdout)
         lines = parse_lines(r.stdout)
         if r.rc != 0 or not any(ln.get("event") == "summary" for ln in lines):

@@ -287,9 +287,11 @@ class Guest:
             self._feed(ex, stdin.encode() if isinstance(stdin, str) else stdin, deadline)
         try:
             finished = ex.pump_until(deadline)
-        except GuestError:
+        except GuestError as e:
+            partial = ex.result()
+            e.partial_stdout = partial.stdout       # what it printed before it was cut off
             if log:
-                self._log_result(ex.result(), lost=True)
+                self._log_result(partial, lost=True)
             raise
         if finished and not ex.lost:
             self._last_ok = time.monotonic()

@@ -52,7 +52,8 @@ Commands (JSON lines on stdout, each flushed)
 --------------------------------------------
 ``run PLAN.json|-`` (exit 0 once the plan ran, 2 if it cannot be parsed):
 one ``{"event": "write-file"|"file"}`` line per plan file, one
-``{"event": "trial"}`` line per trial (:class:`Result`; ``res`` is bytes or
+``{"event": "begin"}`` line as each trial starts (so a trial the kernel dies
+under is still named) and one ``{"event": "trial"}`` line per trial (:class:`Result`; ``res`` is bytes or
 -errno, ``None`` on timeout; ``stage`` says where an error came from:
 plan|setup|open|submit|syscall|complete|timeout), then ``{"event": "summary"}``.
 Counters are deltas (``None``: file or field missing). Trial ``params`` apply

@@ -407,6 +407,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                            op=req.op, stage="plan",
                            error=f"not run: trial {hung} never completed before it")
             else:
+                # Said before it starts: if the kernel dies under it, the host
+                # still knows which trial was in flight.
+                emit({"event": "begin", "trial": req.id, "condition": req.condition})
                 r = engine.run(req)
                 hung = req.id if r.stage == "timeout" else None
             emit(r.to_dict())

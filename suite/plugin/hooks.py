@@ -190,7 +190,7 @@ def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
     if isinstance(e, VMError):
         return Symptom("guest-lost", first)
     if isinstance(e, KernelTripped):        # the console finding is the symptom
-        return Symptom("no-result", first)
+        return Symptom("no-result", first, e.row)
     if isinstance(e, GuestError):
         lost = "stopped answering" in first or "connection lost" in first.lower()
         return Symptom("guest-lost" if lost else "guest-error", first)
