@@ -63,15 +63,21 @@ CASES = [
 CONTROLS = [c for c in CASES if c[0] == "freeze"]
 
 
+RELEASE = "/tmp/ozfs-release-holder"
+
+
 def hold_open(z, dev: str):
-    """A guest shell holding ``dev`` open (fd 3) until released."""
-    return z.guest.background(f"exec 3<>{dev}; exec sleep 100000")
+    """A guest shell holding ``dev`` open (fd 3) until ``release``: it ends on its
+    own (a killed session reads as a lost connection)."""
+    z.guest.run(f"rm -f {RELEASE}", timeout=30)
+    return z.guest.background(f"exec 3<>{dev}; while [ ! -e {RELEASE} ]; do sleep 1; done; "
+                              f"exec 3>&-")
 
 
-def release(holder, accel) -> None:
+def release(z, holder, accel) -> None:
     if holder is not None:
-        holder.signal("KILL")
-        holder.wait(timeout=accel.deadline(30))
+        z.guest.run(f"touch {RELEASE}", timeout=accel.deadline(30))
+        holder.wait(timeout=accel.deadline(60), check=True)
 
 
 def _id(c, dio_off: bool) -> str:
@@ -117,7 +123,7 @@ def test_zvol_synced_write_survives_crash(zdio, guests, accel, case_dir, symptom
     overlays = landed(plan, v.results)
     acked = sum(n for _, n, s in overlays if s is not None)
     if crash == "freeze":
-        release(holder, accel)
+        release(z, holder, accel)
         z.export_import(zdio.pool, timeout=accel.deadline(300))
         engine, dev = zdio.engine, relocator(zdio.engine, zv.name)()
     else:
