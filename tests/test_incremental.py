@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.build.incremental import BUILD_SYSTEM, _retarget, comparable
+from suite.build.incremental import _retarget, blocks_seeding, comparable
 
 
 @pytest.mark.parametrize("path,build_system", [
@@ -16,9 +16,12 @@ from suite.build.incremental import BUILD_SYSTEM, _retarget, comparable
     ("lib/libzfs/Makefile.am", True), ("META", True), ("module/Kbuild.in", True),
     ("module/zfs/zfs_vnops.c", False), ("include/sys/zfs_znode.h", False),
     ("tests/zfs-tests/tests/functional/x.ksh", False),
+    # make's own rebuild rules regenerate from a ZTS Makefile.am (a new helper program)
+    ("tests/zfs-tests/cmd/Makefile.am", False), ("tests/zfs-tests/tests/Makefile.am", False),
+    ("tests/zfs-tests/include/default.cfg.in", True),
 ])
 def test_build_system_files_force_a_configure(path, build_system):
-    assert bool(BUILD_SYSTEM.match(path)) is build_system
+    assert blocks_seeding(path) is build_system
 
 
 def test_paths_move_to_the_new_folder_and_mtimes_stay(tmp_path: Path):
@@ -42,3 +45,18 @@ def test_a_donor_shares_everything_but_the_tree_and_commits():
     assert comparable(a) == comparable(b)
     assert comparable(a) != comparable(dict(b, configure_flags=[]))
     assert comparable(a) != comparable(dict(b, series=[{"name": "async-dio", "commits": ["1"]}]))
+
+
+def test_a_seeded_tree_regenerates_only_when_a_zts_makefile_changed():
+    from suite.build.incremental import Seeded
+    assert Seeded("k", ["tests/zfs-tests/cmd/Makefile.am", "module/zfs/zil.c"]).regenerate
+    assert not Seeded("k", ["module/zfs/zil.c", "tests/zfs-tests/tests/functional/a.ksh"]).regenerate
+
+
+def test_only_the_makefiles_of_the_changed_zts_parts_are_regenerated(tmp_path: Path):
+    from suite.build.incremental import Seeded
+    (tmp_path / "tests/zfs-tests/tests").mkdir(parents=True)
+    (tmp_path / "tests/zfs-tests/tests/Makefile.in").write_text("")   # a recursive Makefile
+    s = Seeded("k", ["tests/zfs-tests/cmd/Makefile.am", "tests/zfs-tests/tests/Makefile.am",
+                     "tests/zfs-tests/cmd/new.c"])
+    assert s.makefiles(tmp_path) == ["Makefile", "tests/zfs-tests/tests/Makefile"]

@@ -4,8 +4,8 @@ A bisection builds commit after commit of one series. Each differs from a
 neighbour in a few files, yet a fresh tree pays ``autogen`` and ``configure``
 (minutes here) and kbuild's full walk every time. When a finished build exists
 with the same kernel, flags and targets, for a tree whose build system files
-(``configure.ac``, ``config/``, ``*.am``, ``*.in``, ``*.m4``, ``META``) are the
-same as the new tree's, its build tree is copied, its absolute paths moved to
+(``configure.ac``, ``config/``, ``*.am``, ``*.in``, ``*.m4``, ``META``; a ZTS
+``Makefile.am`` is regenerated from instead) are the same as the new tree's, its build tree is copied, its absolute paths moved to
 the new folder (same length: the keys are 16 hex digits; files keep their
 mtimes), and only the files that differ between the two commits are written.
 ``make`` then rebuilds what depends on them and nothing else.
@@ -24,12 +24,42 @@ from suite.source.objects import ObjectCache
 
 BUILD_SYSTEM = re.compile(r"^(configure\.ac|autogen\.sh|META|config/.*|.*Makefile\.(am|in)|"
                           r".*\.m4|.*\.in|module/Kbuild.*)$")
+# Build-system files a seeded tree can take with ``automake`` + ``config.status``
+# (seconds) instead of autogen + configure: a series adding a ZTS helper program
+# or test touches only these (tests/**/Makefile.am).
+REGENERATED = re.compile(r"^tests/.*Makefile\.am$")
+
+
+def blocks_seeding(path: str) -> bool:
+    """A changed path that needs a fresh autogen + configure."""
+    return bool(BUILD_SYSTEM.match(path)) and not REGENERATED.match(path)
 
 
 @dataclass
 class Seeded:
     donor: str                # key of the build the tree came from
     changed: list[str]        # paths written or removed
+
+    @property
+    def regenerate(self) -> bool:
+        """A ZTS Makefile.am changed: automake + config.status must run before
+        make (the tree is not in maintainer mode, so make will not)."""
+        return any(REGENERATED.match(p) for p in self.changed)
+
+    def makefiles(self, src: Path) -> list[str]:
+        """The Makefiles to regenerate: a changed ``X/Makefile.am`` with its own
+        ``X/Makefile.in`` is that Makefile; one included by the top-level
+        Makefile.am (non-recursive parts) is the top ``Makefile``. Only these:
+        config.status run for everything would touch what kbuild reads and
+        rebuild every module object."""
+        out: list[str] = []
+        for p in self.changed:
+            if REGENERATED.match(p):
+                mk = p.removesuffix(".am")
+                name = mk if (src / f"{mk}.in").exists() else "Makefile"
+                if name not in out:
+                    out.append(name)
+        return out
 
 
 def comparable(inputs: dict) -> dict:
@@ -58,7 +88,7 @@ def pick_donor(inputs: dict, commit: str, records: Iterable, cache: ObjectCache,
             continue
         diff = [(s, p) for s, p in changed_paths(cache, rec.source["commit"], commit)
                 if p.startswith(needed)]
-        if any(BUILD_SYSTEM.match(p) for _, p in diff):
+        if any(blocks_seeding(p) for _, p in diff):
             continue
         if best is None or len(diff) < len(best[1]):
             best = (rec, diff)

@@ -305,6 +305,12 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
         text = f'#define\tZFS_META_GITREV "{req.tree.describe}"\n'
         if not gitrev.exists() or gitrev.read_text() != text:
             gitrev.write_text(text)
+        if seeded is not None and seeded.regenerate:
+            t = time.monotonic()
+            mks = seeded.makefiles(src)
+            _run_logged(["automake", *mks], src, env, log, f"automake {' '.join(mks)}")
+            _run_logged(["./config.status", *mks], src, env, log, "config.status")
+            seconds["regenerate"] = time.monotonic() - t
         if seeded is None:
             t = time.monotonic()
             _run_logged(["sh", "autogen.sh"], src, env, log, "autogen")
