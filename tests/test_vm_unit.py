@@ -167,3 +167,9 @@ def test_shape_kernel_arguments_reach_the_command_line(tmp_path: Path) -> None:
     cmd = v.vng_command(40124)
     pairs = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--append"]
     assert pairs == ["sysrq_always_enabled", "init_on_alloc=0"]
+
+
+def test_every_guest_skips_the_timer_check_a_busy_tcg_host_fails(tmp_path: Path) -> None:
+    cmd = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=0))).vng_command(40124)
+    pairs = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--append"]
+    assert "no_timer_check" in pairs and "sysrq_always_enabled" in pairs

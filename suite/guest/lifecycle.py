@@ -26,7 +26,7 @@ from suite.vm.console import ConsoleWatcher
 # Console findings after which a waiting command will not finish (a thread died
 # holding its I/O): the wait ends at once (KernelTripped), not at its deadline.
 TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic"})
-from suite.vm.machine import VM, NvmeSpec, VMSpec
+from suite.vm.machine import BASE_APPEND, VM, NvmeSpec, VMSpec
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Guests:
             workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
             memory=shape.memory, cpus=shape.cpus,
             nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
-            append=["sysrq_always_enabled", *shape.append],
+            append=[*BASE_APPEND, *shape.append],
             name=f"ozfs-{self.worker}-{self.boots}")
         vm = VM(spec)
         try:

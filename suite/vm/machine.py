@@ -53,6 +53,13 @@ HOSTFWD_FAILED = "Could not set up host forwarding rule"
 # --------------------------------------------------------------------------- specs
 
 
+# Every guest's kernel command line: SysRq for the D-state stacks; no_timer_check
+# because under TCG on a busy host the IO-APIC timer check can miss its ticks
+# and panic the boot ("IO-APIC + timer doesn't work!"), seen with three guests
+# and a build on two cores.
+BASE_APPEND = ("sysrq_always_enabled", "no_timer_check")
+
+
 @dataclass(kw_only=True)
 class VMSpec:
     kernel_image: Path
@@ -63,7 +70,7 @@ class VMSpec:
     nvme: NvmeSpec = field(default_factory=NvmeSpec)
     ssh_port: int | None = None  # None: pick a free one
     extra_qemu_opts: list[str] = field(default_factory=list)
-    append: list[str] = field(default_factory=lambda: ["sysrq_always_enabled"])
+    append: list[str] = field(default_factory=lambda: list(BASE_APPEND))
     extra_vng_args: list[str] = field(default_factory=list)
     name: str = "ozvm"
     force_9p: bool = True  # vng's virtiofsd fallback costs ~3s when only the C virtiofsd exists
