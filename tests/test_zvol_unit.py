@@ -146,3 +146,16 @@ def test_kprobes_are_armed_on_the_module_and_removed_first():
     assert specs["dmu_read_abd"] == {"path": "/sys/kernel/tracing/kprobe_profile",
                                      "kprobe": "dmu_read_abd"}
     assert Kprobes(g, symbols=["dmu_read_abd"]).hits() == {"dmu_read_abd": 12}
+
+
+def test_udev_is_kept_off_the_zvols_and_settled_after_each_new_device():
+    from suite.casekit.zvol import UDEV_RULE, quiet_udev, settle
+    ran = []
+
+    class G:
+        def run(self, cmd, timeout=60, check=True):
+            ran.append(cmd)
+    quiet_udev(G())
+    settle(G())
+    assert 'KERNEL==\\"zd*\\", OPTIONS+=\\"nowatch\\"' in ran[0] and UDEV_RULE in ran[0]
+    assert "reload-rules" in ran[0] and "udevadm settle" in ran[1]

@@ -41,6 +41,26 @@ class Zvol:
     size: int
 
 
+UDEV_RULE = "/etc/udev/rules.d/99-ozfs-zvol-nowatch.rules"
+
+
+def quiet_udev(guest) -> None:
+    """Keep udev's own reads off the zvols: its block rules watch ``zd*`` and
+    re-probe a device (a page-cache read, a Direct I/O read with
+    ``zvol_dio_enabled=1``) whenever a writer closes it. Under TCG that probe
+    lands in a later trial's counters: a misaligned read "served by DIO+ARC".
+    The guest's ``/etc`` is its own, so the rule stays in this guest."""
+    guest.run(f"echo 'KERNEL==\"zd*\", OPTIONS+=\"nowatch\"' > {UDEV_RULE}; "
+              f"command -v udevadm >/dev/null || exit 0; udevadm control --reload-rules; "
+              f"udevadm settle -t 60 || true", timeout=120)
+
+
+def settle(guest) -> None:
+    """Wait for udev to finish probing new devices (their reads are not a trial's)."""
+    guest.run("command -v udevadm >/dev/null || exit 0; udevadm settle -t 60 || true",
+              timeout=120)
+
+
 def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
                 volblocksize: int, props: dict[str, str] | None = None) -> Zvol:
     """``zfs create -V`` under the case's dataset; waits for its ``/dev/zdN``."""
@@ -53,7 +73,9 @@ def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
     if zfs.zfs(*args, full, check=False).rc != 0:       # left over: start again
         zfs.zfs("destroy", "-f", full, check=False)
         zfs.zfs(*args, full)
-    return Zvol(full, relocator(engine, full)(), volblocksize, size)
+    zv = Zvol(full, relocator(engine, full)(), volblocksize, size)
+    settle(zfs.guest)
+    return zv
 
 
 def relocator(engine: "EngineRunner", name: str):
@@ -64,6 +86,7 @@ def relocator(engine: "EngineRunner", name: str):
         if not dev:
             raise GuestError(f"zvol {name} did not come back after the import",
                              fix="see dmesg and zpool status in the case's commands.log")
+        settle(engine.guest)
         return dev
     return find
 

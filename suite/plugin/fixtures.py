@@ -20,7 +20,7 @@ from suite.build.pipeline import BuildOptions, build, options_from
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
 from suite.casekit.engine import EngineRunner
-from suite.casekit.zvol import PROBES, zvol_counters
+from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
 from suite.guest.probes import Kprobes
@@ -261,6 +261,7 @@ def zdio(dio: DioBench, zfs_guest: Zfs, guests: Guests) -> Iterator[DioBench]:
     zvols with ``create_zvol(zdio.dataset, zdio.engine, ...)``."""
     probes = Kprobes(zfs_guest.guest)
     try:
+        quiet_udev(zfs_guest.guest)
         probes.install(*(sym for pair in PROBES.values() for sym in pair))
     except SuiteError as e:
         pytest.fail(f"cannot tell the zvol paths apart in this guest:\n{e}", pytrace=False)
