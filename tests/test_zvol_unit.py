@@ -157,5 +157,5 @@ def test_udev_is_kept_off_the_zvols_and_settled_after_each_new_device():
             ran.append(cmd)
     quiet_udev(G())
     settle(G())
-    assert 'KERNEL==\\"zd*\\", OPTIONS+=\\"nowatch\\"' in ran[0] and UDEV_RULE in ran[0]
+    assert 'KERNEL=="zd*", OPTIONS+="nowatch"' in ran[0] and UDEV_RULE in ran[0]
     assert "reload-rules" in ran[0] and "udevadm settle" in ran[1]
