@@ -84,10 +84,14 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
     q = shlex.quote
     return "\n".join([
         "set -e",
+        # The upper layer on a tmpfs of its own: the guest's /tmp is an overlay
+        # already, and an overlay cannot be another's upper.
         "if ! grep -q ' /root overlay ' /proc/mounts; then",
-        "  mkdir -p /tmp/zts-root/up /tmp/zts-root/work",
-        "  mount -t overlay overlay -o lowerdir=/root,upperdir=/tmp/zts-root/up,"
-        "workdir=/tmp/zts-root/work /root",
+        "  modprobe overlay 2>/dev/null || true",
+        "  mkdir -p /run/zts-root && mount -t tmpfs -o size=1g tmpfs /run/zts-root",
+        "  mkdir -p /run/zts-root/up /run/zts-root/work",
+        "  mount -t overlay overlay -o lowerdir=/root,upperdir=/run/zts-root/up,"
+        "workdir=/run/zts-root/work /root || { dmesg | tail -5; exit 1; }",
         "fi",
         "chmod 755 /root",
         f"id {USER} >/dev/null 2>&1 || useradd -m -d /var/tmp/{USER} -s /bin/sh {USER}",
