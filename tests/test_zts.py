@@ -112,7 +112,7 @@ def test_only_a_marker_expression_that_selects_zts_asks_for_it(expr, want):
 
 def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
     script = zts.prepare_guest_script(tmp_path, "/dev/nvme3n1")
-    assert "useradd" in script and "NOPASSWD" in script
+    assert "ztsuser:x:4242" in script and "NOPASSWD" in script
     assert "mkfs.ext4 -q -F /dev/nvme3n1" in script
     assert "lowerdir=/root" in script       # the build tree under /root becomes readable
 
