@@ -110,6 +110,10 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
         "fi",
         f"mkdir -p {FILEDIR}/runfiles && chown -R {USER} {FILEDIR}",
         f"test -x {q(str(src / 'scripts' / 'zfs-tests.sh'))}",
+        # zfs-tests.sh (as the user) links the commands it allows into the tree's
+        # tests/zfs-tests/bin: the user must own it (a copy-up in the overlay).
+        f"mkdir -p {q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
+        f"chown -R {USER} {q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
         f"sudo -u {USER} sudo -n id -un",
     ])
 
