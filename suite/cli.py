@@ -61,8 +61,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_bugs(args: argparse.Namespace) -> int:
     from suite.report.knownbugs import run_bugs
+    zts = "only" if args.zts_only else ("also" if args.zts else "")
+    tags = tuple(t for t in (args.zts_tags or "").split(",") if t)
     return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None,
-                    with_zts=args.zts)
+                    zts=zts, zts_tags=tags)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -158,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--zts", action="store_true",
                     help="also run OpenZFS's own tests (ZTS lane) at each bad commit and "
                          "print what ZTS saw beside what the suite saw")
+    kb.add_argument("--zts-only", action="store_true",
+                    help="run only the ZTS lane at each bad commit (no suite cases)")
+    kb.add_argument("--zts-tags", default="", help="ZTS tags to run, comma-separated "
+                    "(default: direct and async, where the build has it)")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

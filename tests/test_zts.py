@@ -141,3 +141,24 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
     assert "2 unexpected of 6: direct/dio_mmap FAIL" in md
     assert "all 19 as expected (saw nothing)" in md and "not run" in md
     assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")
+
+
+def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_path, monkeypatch):
+    from suite.report import knownbugs, ztsbugs
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    calls = []
+
+    def fake(name, commit, root, extra, tags=()):
+        calls.append((commit[:11], tags))
+        return ztsbugs.ZtsAt(commit[:11], 5, ["async/async_read_002_pos FAIL"]
+                             if commit.startswith("eb75") else [])
+    monkeypatch.setattr(knownbugs, "run_zts_at", fake)
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    rc = knownbugs.run_bugs("async-dio", [], "", [], roles=["bad"], zts="only",
+                            zts_tags=("async",))
+    bads = {b.bad[:11] for b in knownbugs.series.available()["async-dio"].bugs if not b.deferred}
+    assert rc == 0 and sorted(c for c, _ in calls) == sorted(bads)
+    assert all(t == ("async",) for _, t in calls)
+    md = next(tmp_path.glob("bugs-*/zts-vs-suite.md")).read_text()
+    assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE: not run here" in md
+    assert "1 unexpected of 5: async/async_read_002_pos FAIL" in md

@@ -93,7 +93,10 @@ def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> 
 
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
-             roles: list[str] | None = None, with_zts: bool = False) -> int:
+             roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = ()
+             ) -> int:
+    """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone
+    (the suite's own verdicts come from an earlier ``suite bugs`` run)."""
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -111,6 +114,11 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                 continue
             o = Outcome(b.id, commit[:11], role)
             out.append(o)
+            if zts and role == "bad" and commit not in ztsruns:
+                ztsruns[commit] = run_zts_at(name, commit, root, extra, zts_tags)
+            if zts == "only":
+                o.problem = "not run here (--zts-only)"
+                continue
             if b.symptom is None:
                 o.problem = f"{b.id} declares no [bugs.symptom] in {m.path}: nothing to judge by"
                 continue
@@ -124,8 +132,6 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "
                   f"{o.count('inconclusive')} inconclusive, {o.count('skipped')} skipped "
                   f"in {o.seconds:.0f}s; {results})", flush=True)
-            if with_zts and role == "bad" and commit not in ztsruns:
-                ztsruns[commit] = run_zts_at(name, commit, root, extra)
     print(f"\n{'bug':26s} {'commit':12s} {'role':6s} {'caught':>6s} {'pass':>4s} {'inc':>4s}  verdict")
     for o in out:
         print(f"{o.bug:26s} {o.commit:12s} {o.role:6s} {o.count('caught'):6d} "
@@ -133,12 +139,15 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
     for b in deferred:
         print(f"{b.id:26s} {b.bad[:11]:12s} {'-':6s} {'-':>6s} {'-':>4s} {'-':>4s}  "
               f"deferred: {b.deferred.split(':')[0]}")
-    if with_zts:
+    if zts:
         rows = [(o.bug, o.commit, o.verdict, next((z for c, z in ztsruns.items()
                                                   if c.startswith(o.commit)), None))
                 for o in out if o.role == "bad"]
         md = ztsbugs_table(rows)
+        root.mkdir(parents=True, exist_ok=True)
         (root / "zts-vs-suite.md").write_text(md)
         print("\nZTS and this suite at each bad commit (" + str(root / "zts-vs-suite.md") +
               "):\n" + md)
+    if zts == "only":
+        return 0 if all(z.ran and not z.problem for z in ztsruns.values()) else 1
     return 0 if all(o.ok for o in out) else 1

@@ -2,8 +2,8 @@
 
 ``python -m suite bugs SERIES --zts`` runs, beside each bug's cases, the ZTS lane
 (``cases/test_zts.py``: the ``direct`` tag and the series' ``async`` tag where it
-has one) at every bad commit, and at the fixed commit too where the bug's fixed
-commit is asked for (``--role``). The table that answers a maintainer:
+has one; ``--zts-tags`` narrows) at every bad commit; ``--zts-only`` runs the ZTS
+lane alone. The table that answers a maintainer:
 
     bug | bad commit | this suite at bad | ZTS at bad (unexpected failures)
 
@@ -52,12 +52,14 @@ def read_session(results: Path) -> tuple[int, list[str]]:
     return ran, bad
 
 
-def run_zts_at(name: str, commit: str, root: Path, extra: list[str]) -> ZtsAt:
+def run_zts_at(name: str, commit: str, root: Path, extra: list[str],
+               tags: tuple[str, ...] = ()) -> ZtsAt:
     out = ZtsAt(commit[:11])
     results = root / "zts" / commit[:11]
-    print(f"==> ZTS at {name}@{commit[:11]} (-m zts)", flush=True)
+    k = ["-k", " or ".join(tags)] if tags else []
+    print(f"==> ZTS at {name}@{commit[:11]} (-m zts {' '.join(k)})", flush=True)
     tests, problem, out.seconds = run_cases(
-        ["-m", "zts", "--series", f"{name}@{commit[:11]}"], results, extra,
+        ["-m", "zts", *k, "--series", f"{name}@{commit[:11]}"], results, extra,
         targets=[str(paths.PROJECT_ROOT / "cases" / "test_zts.py")])
     out.results = str(results)
     out.ran, out.unexpected = read_session(results)
