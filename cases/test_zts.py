@@ -35,6 +35,7 @@ def test_zts_tag(tag, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx, re
     for p in zfs_guest.pools():             # ZTS takes the disks: no suite pool on them
         zfs_guest.zpool("destroy", "-f", p, check=False, timeout=300)
     g.pool_spec = None
+    g.fit = False           # a chroot, a test user, ZTS's leftovers: the next case boots afresh
     run = zts.run_tags(zfs_guest, zfs_build, [tag], case_dir / "zts", accel.scale,
                        timeout=accel.deadline(TAG_BUDGET[tag]))
     results = zts_report.parse(run.output)

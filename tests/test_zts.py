@@ -114,7 +114,7 @@ def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
     script = zts.prepare_guest_script(tmp_path, "/dev/nvme3n1")
     assert "ztsuser:x:4242" in script and "NOPASSWD" in script
     assert "mkfs.ext4 -q -F /dev/nvme3n1" in script
-    assert "lowerdir=/root" in script       # the build tree under /root becomes readable
+    assert "lowerdir=/," in script and "chroot /mnt/root" in script   # a writable /
 
 
 def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):

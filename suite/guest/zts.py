@@ -4,9 +4,10 @@
 
 - a user that is not root and has passwordless sudo: the guest's ``/etc`` is a
   private overlay, so the user and its sudoers entry live only in this guest;
-- read access to the build tree, which sits under the host's ``/root`` (mode
-  700) and is read-only in the guest: an overlay on ``/root`` opens the path and
-  takes the files ZTS writes in-tree (its ``tests/zfs-tests/bin`` of links);
+- a writable ``/`` (it mounts pools at ``/testpool``) and read access to the
+  build tree under the host's ``/root`` (mode 700): the guest's root is the
+  host's, read-only, so ZTS runs chrooted in an overlay of ``/`` with the
+  guest's own ``/etc /var /tmp /dev /proc /sys /run /home`` bound in;
 - three disks or more (``DISKS``): the guest's NVMe namespaces but the last,
   which carries an ext4 ``FILEDIR`` (file vdevs, results; on disk, not in RAM).
 
@@ -28,6 +29,10 @@ from suite.errors import GuestError, SuiteError
 
 USER = "ztsuser"
 UID = 4242
+OVL = "/mnt"                      # a tmpfs for the overlay's upper layer
+ROOT = f"{OVL}/root"              # the writable root ZTS runs chrooted in
+# The guest's own (writable, guest-private) directories, seen in ROOT as they are.
+BINDS = ("dev", "proc", "sys", "run", "tmp", "var", "etc", "home")
 FILEDIR = "/var/tmp/zts"
 RUNFILES = ("common.run", "linux.run")
 TIMEOUT_RE = re.compile(r"^(timeout\s*=\s*)(\d+)\s*$", re.M)
@@ -81,20 +86,25 @@ class ZtsRun:
 
 
 def prepare_guest_script(src: Path, filedir_dev: str) -> str:
-    """Root-side setup, idempotent within one guest."""
+    """Root-side setup, idempotent within one guest: the writable root ZTS runs
+    in (``ROOT``), its user, its FILEDIR."""
     q = shlex.quote
+    binds = " ".join(BINDS)
     return "\n".join([
         "set -e",
-        # The upper layer on a tmpfs of its own: the guest's /tmp is an overlay
-        # already, and an overlay cannot be another's upper.
-        "if ! grep -q ' /root overlay ' /proc/mounts; then",
+        # ZTS mounts its pools at /testpool..., and the guest's / is the host's,
+        # read-only: ZTS runs chrooted in an overlay of / (upper layer on a tmpfs
+        # of its own; /tmp is an overlay already, which cannot be an upper),
+        # with the guest's own writable directories bound in.
+        f"if ! grep -q ' {ROOT} overlay ' /proc/mounts; then",
         "  modprobe overlay 2>/dev/null || true",
-        "  mkdir -p /run/zts-root && mount -t tmpfs -o size=1g tmpfs /run/zts-root",
-        "  mkdir -p /run/zts-root/up /run/zts-root/work",
-        "  mount -t overlay overlay -o lowerdir=/root,upperdir=/run/zts-root/up,"
-        "workdir=/run/zts-root/work /root || { dmesg | tail -5; exit 1; }",
+        f"  mount -t tmpfs -o size=2g tmpfs {OVL}",
+        f"  mkdir -p {OVL}/up {OVL}/work {ROOT}",
+        f"  mount -t overlay overlay -o lowerdir=/,upperdir={OVL}/up,workdir={OVL}/work "
+        f"{ROOT} || {{ dmesg | tail -5; exit 1; }}",
+        f"  for d in {binds}; do mount --rbind /$d {ROOT}/$d; done",
         "fi",
-        "chmod 755 /root",
+        f"chmod 755 {ROOT}/root",
         # Appended by hand: useradd fails to rewrite /etc/shadow on this overlay.
         f"if ! id {USER} >/dev/null 2>&1; then",
         f"  echo '{USER}:x:{UID}:{UID}::/var/tmp/{USER}:/bin/sh' >> /etc/passwd",
@@ -109,12 +119,12 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
         f"  mkdir -p {FILEDIR} && mount {q(filedir_dev)} {FILEDIR}",
         "fi",
         f"mkdir -p {FILEDIR}/runfiles && chown -R {USER} {FILEDIR}",
-        f"test -x {q(str(src / 'scripts' / 'zfs-tests.sh'))}",
+        f"test -x {ROOT}{q(str(src / 'scripts' / 'zfs-tests.sh'))}",
         # zfs-tests.sh (as the user) links the commands it allows into the tree's
         # tests/zfs-tests/bin: the user must own it (a copy-up in the overlay).
-        f"mkdir -p {q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
-        f"chown -R {USER} {q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
-        f"sudo -u {USER} sudo -n id -un",
+        f"mkdir -p {ROOT}{q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
+        f"chown -R {USER} {ROOT}{q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
+        f"chroot {ROOT} sudo -u {USER} sudo -n id -un",
     ])
 
 
@@ -145,11 +155,12 @@ def run_tags(zfs, record: BuildRecord, tags: list[str], out_dir: Path, scale: fl
         g.put(local, remote)
         runfiles.append(remote)
     env = {"DISKS": " ".join(disks), "KEEP": " ".join(zfs.pools()) or "rpool"}
-    cmd = (f"cd {FILEDIR} && sudo -u {USER} env " +
-           " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
-           f" {shlex.quote(str(src / 'scripts' / 'zfs-tests.sh'))} -v"
-           f" -d {FILEDIR} -r {','.join(runfiles)} -T {','.join(tags)}"
-           f" > {FILEDIR}/console.txt 2>&1; echo rc=$?")
+    inner = (f"cd {FILEDIR} && sudo -u {USER} env " +
+             " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
+             f" {shlex.quote(str(src / 'scripts' / 'zfs-tests.sh'))} -v"
+             f" -d {FILEDIR} -r {','.join(runfiles)} -T {','.join(tags)}")
+    cmd = (f"chroot {ROOT} sh -c {shlex.quote(inner)} > {FILEDIR}/console.txt 2>&1; "
+           f"echo rc=$?")
     r = g.run(cmd, timeout=timeout, check=False)
     m = re.search(r"rc=(\d+)", r.stdout)
     rc = int(m.group(1)) if m else None
