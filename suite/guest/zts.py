@@ -92,6 +92,11 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
     binds = " ".join(BINDS)
     return "\n".join([
         "set -e",
+        # FILEDIR first: the bind mounts below copy the mount tree as it is now.
+        f"if ! grep -q ' {FILEDIR} ' /proc/mounts; then",
+        f"  mkfs.ext4 -q -F {q(filedir_dev)}",
+        f"  mkdir -p {FILEDIR} && mount {q(filedir_dev)} {FILEDIR}",
+        "fi",
         # ZTS mounts its pools at /testpool..., and the guest's / is the host's,
         # read-only: ZTS runs chrooted in an overlay of / (upper layer on a tmpfs
         # of its own; /tmp is an overlay already, which cannot be an upper),
@@ -114,10 +119,6 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
         "fi",
         f"echo '{USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{USER}",
         f"chmod 440 /etc/sudoers.d/{USER}",
-        f"if ! grep -q ' {FILEDIR} ' /proc/mounts; then",
-        f"  mkfs.ext4 -q -F {q(filedir_dev)}",
-        f"  mkdir -p {FILEDIR} && mount {q(filedir_dev)} {FILEDIR}",
-        "fi",
         f"mkdir -p {FILEDIR}/runfiles && chown -R {USER} {FILEDIR}",
         f"test -x {ROOT}{q(str(src / 'scripts' / 'zfs-tests.sh'))}",
         # zfs-tests.sh (as the user) links the commands it allows into the tree's
