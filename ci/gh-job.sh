@@ -12,7 +12,8 @@
 #   ZFS_REF         branch, tag or commit of it (default: the series' base)
 #   SELECTION       pytest -k expression (default: zvol-dio "zvol", async-dio "not zvol",
 #                   none: every case)
-#   MODE            cases | gate (gate: base vs base+series, see README)
+#   MODE            cases | gate | zts (gate: base vs base+series; zts: the ZTS lane,
+#                   OpenZFS's own direct/async tags on the same build; see README)
 #   RESULTS         results folder (default ./results/gh)
 #   JOBS            guests side by side (default 2)
 set -euo pipefail
@@ -26,6 +27,7 @@ KERNEL="${KERNEL:-debian-6.1}"
 ZFS_REPOSITORY="${ZFS_REPOSITORY:-openzfs/zfs}"
 ZFS_REF="${ZFS_REF:-}"
 SELECTION="${SELECTION:-}"
+[ -n "$SELECTION" ] && SELECTION_SET=1
 if [ -z "$SELECTION" ]; then       # each series runs its own cases (as ci/main.sh)
   case "$SERIES" in
     zvol-dio) SELECTION="zvol" ;;
@@ -64,6 +66,18 @@ case "$CMD" in
       cmd=(python3 -m suite gate --series "$SERIES" --kernel "$KERNEL")
       [ -n "$SELECTION" ] && cmd+=(-k "$SELECTION")
       cmd+=(-- -n "$JOBS")
+    elif [ "$MODE" = "zts" ]; then
+      # The selection is the tags here: -m zts, narrowed by SELECTION if given.
+      zargs=("${pytest_args[@]}")
+      if [ -z "${SELECTION_SET:-}" ]; then   # drop the per-series default -k
+        zargs=(); skip=0
+        for a in "${pytest_args[@]}"; do
+          if [ "$skip" = 1 ]; then skip=0; continue; fi
+          if [ "$a" = "-k" ]; then skip=1; continue; fi
+          zargs+=("$a")
+        done
+      fi
+      cmd=(python3 -m pytest cases -m zts "${zargs[@]}")
     else
       cmd=(python3 -m pytest cases "${pytest_args[@]}")
     fi

@@ -96,3 +96,11 @@ def test_cache_key_follows_the_commit_not_the_run():
     assert k1 == job("cache-key", ZFS_REF=sha1).strip()          # a rerun builds nothing
     assert k1 != job("cache-key", ZFS_REF=sha2).strip()
     assert k1.startswith("ozfs-vmci-debian-6.1-async-dio-") and sha1 in k1
+
+
+def test_dry_run_of_the_zts_lane_runs_the_zts_marker_without_the_series_default_selection():
+    out = job("--dry-run", "run", MODE="zts", SERIES="async-dio")
+    line = next(ln for ln in out.splitlines() if "pytest cases" in ln)
+    assert "-m zts" in line and "--series async-dio" in line and " -k " not in line
+    narrowed = job("--dry-run", "run", MODE="zts", SELECTION="direct")
+    assert "-k direct" in next(ln for ln in narrowed.splitlines() if "pytest cases" in ln)
