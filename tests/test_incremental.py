@@ -60,3 +60,42 @@ def test_only_the_makefiles_of_the_changed_zts_parts_are_regenerated(tmp_path: P
     s = Seeded("k", ["tests/zfs-tests/cmd/Makefile.am", "tests/zfs-tests/tests/Makefile.am",
                      "tests/zfs-tests/cmd/new.c"])
     assert s.makefiles(tmp_path) == ["Makefile", "tests/zfs-tests/tests/Makefile"]
+
+
+def test_a_seeded_file_keeps_its_git_mode_and_a_symlink_stays_a_symlink(tmp_path: Path):
+    """ZTS's runner skips a test group whose setup.ksh is not executable: the
+    files a seeded tree takes from the new commit must keep git's mode."""
+    import os
+    import shutil
+    from types import SimpleNamespace
+
+    from gitrepo import commit, sh
+    from suite.build.incremental import changed_paths, seed_tree
+    from suite.source.objects import ObjectCache
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sh(repo, "git", "init", "-q")
+    commit(repo, {"t/setup.ksh": "old\n", "t/plain.txt": "a\n"}, "a")
+    (repo / "t/setup.ksh").chmod(0o755)
+    os.symlink("setup.ksh", repo / "t/link")
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-q", "-m", "modes")
+    a = sh(repo, "git", "rev-parse", "HEAD")
+    donor_dir = tmp_path / "builds" / "d"
+    shutil.copytree(repo, donor_dir / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    (repo / "t/setup.ksh").write_text("new\n")
+    (repo / "t/new.ksh").write_text("x\n")
+    (repo / "t/new.ksh").chmod(0o755)
+    (repo / "t/link").unlink()
+    os.symlink("new.ksh", repo / "t/link")
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-q", "-m", "b")
+    b = sh(repo, "git", "rev-parse", "HEAD")
+    cache = ObjectCache(path=repo / ".git")
+    diff = changed_paths(cache, a, b)
+    donor = SimpleNamespace(key="d", src_dir=str(donor_dir / "src"), build_dir=str(donor_dir))
+    seed_tree(donor, diff, cache, b, tmp_path / "builds" / "e")
+    out = tmp_path / "builds" / "e" / "src" / "t"
+    assert (out / "setup.ksh").read_text() == "new\n" and os.access(out / "setup.ksh", os.X_OK)
+    assert os.access(out / "new.ksh", os.X_OK) and not os.access(out / "plain.txt", os.X_OK)
+    assert (out / "link").is_symlink() and os.readlink(out / "link") == "new.ksh"
