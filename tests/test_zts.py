@@ -162,3 +162,21 @@ def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_pat
     md = next(tmp_path.glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE: not run here" in md
     assert "1 unexpected of 5: async/async_read_002_pos FAIL" in md
+
+
+def test_a_cut_short_run_keeps_what_zts_printed(tmp_path):
+    from suite.errors import GuestError
+
+    class G:
+        def __init__(self, text):
+            self.text = text
+
+        def get(self, remote, local, timeout=60):
+            if self.text is None:
+                raise GuestError("guest lost")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(self.text)
+            return local
+    got = zts.salvage_console(G(CONSOLE.split("Results Summary")[0]), tmp_path)
+    assert len(report.parse(got)) == 6 and (tmp_path / "console.partial.txt").exists()
+    assert zts.salvage_console(G(None), tmp_path / "x") == ""

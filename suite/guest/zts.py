@@ -185,3 +185,13 @@ def _fetch_logs(g, output: str, out_dir: Path) -> None:
             t.getmembers()
     except (GuestError, tarfile.TarError) as e:
         (out_dir / "test_results.error.txt").write_text(f"{e}\n")
+
+
+def salvage_console(g, out_dir: Path) -> str:
+    """What zfs-tests.sh printed so far, when the run was cut short; "" if the
+    guest cannot give it."""
+    try:
+        local = g.get(f"{FILEDIR}/console.txt", out_dir / "console.partial.txt", timeout=60)
+        return local.read_text(errors="replace")
+    except (GuestError, OSError):
+        return ""
