@@ -26,7 +26,8 @@ from suite.vm.console import ConsoleWatcher
 # Console findings after which a waiting command will not finish (a thread died
 # holding its I/O): the wait ends at once (KernelTripped), not at its deadline.
 TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic"})
-from suite.vm.machine import BASE_APPEND, VM, NvmeSpec, VMSpec
+from suite.vm.machine import VM, NvmeSpec, VMSpec
+from suite.vm.vng import BASE_APPEND
 
 
 @dataclass(frozen=True)

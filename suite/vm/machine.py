@@ -42,7 +42,7 @@ from suite.vm.disks import (NvmeSpec, check_disk_space, create_sparse, nvme_qemu
 from suite.vm.monitor import Monitor
 from suite.vm.ports import (PortLease, group_alive, group_listens, group_pids, lease_port,
                             port_listening)
-from suite.vm.vng import (KEEPALIVE_CMD, READY_FILE, VNG, check_safe_path, ensure_vng_ssh_keys,
+from suite.vm.vng import (BASE_APPEND, KEEPALIVE_CMD, READY_FILE, VNG, check_safe_path, ensure_vng_ssh_keys,
                           require_tools)
 
 log = logging.getLogger(__name__)
@@ -51,13 +51,6 @@ HOSTFWD_FAILED = "Could not set up host forwarding rule"
 
 
 # --------------------------------------------------------------------------- specs
-
-
-# Every guest's kernel command line: SysRq for the D-state stacks; no_timer_check
-# because under TCG on a busy host the IO-APIC timer check can miss its ticks
-# and panic the boot ("IO-APIC + timer doesn't work!"), seen with three guests
-# and a build on two cores.
-BASE_APPEND = ("sysrq_always_enabled", "no_timer_check")
 
 
 @dataclass(kw_only=True)

@@ -49,6 +49,11 @@ echo "ozvm: guest ready" > /dev/kmsg
 exec sleep infinity
 """
 READY_FILE = "/run/ozvm-ready"
+# Every guest's kernel command line: SysRq for the D-state stacks; no_timer_check
+# because under TCG on a busy host the IO-APIC timer check can miss its ticks
+# and panic the boot ("IO-APIC + timer doesn't work!"), seen with three guests
+# and a build on two cores.
+BASE_APPEND = ("sysrq_always_enabled", "no_timer_check")
 KEEPALIVE_CMD = ["bash", "-c", KEEPALIVE_SCRIPT.strip()]
 
 
