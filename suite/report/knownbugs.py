@@ -114,8 +114,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                 continue
             o = Outcome(b.id, commit[:11], role)
             out.append(o)
-            if zts and role == "bad" and commit not in ztsruns:
-                ztsruns[commit] = run_zts_at(name, commit, root, extra, zts_tags)
+            if zts and role == "bad" and o.commit not in ztsruns:    # once per commit
+                ztsruns[o.commit] = run_zts_at(name, commit, root, extra, zts_tags)
             if zts == "only":
                 o.problem = "not run here (--zts-only)"
                 continue
@@ -140,8 +140,7 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
         print(f"{b.id:26s} {b.bad[:11]:12s} {'-':6s} {'-':>6s} {'-':>4s} {'-':>4s}  "
               f"deferred: {b.deferred.split(':')[0]}")
     if zts:
-        rows = [(o.bug, o.commit, o.verdict, next((z for c, z in ztsruns.items()
-                                                  if c.startswith(o.commit)), None))
+        rows = [(o.bug, o.commit, o.verdict, ztsruns.get(o.commit))
                 for o in out if o.role == "bad"]
         md = ztsbugs_table(rows)
         root.mkdir(parents=True, exist_ok=True)
