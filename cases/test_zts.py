@@ -25,14 +25,22 @@ TAGS = [pytest.param(t, marks=pytest.mark.deadline(b + 900), id=t) for t, b in T
 
 
 @pytest.mark.zts
-@pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
-@pytest.mark.parametrize("tag", TAGS)
-def test_zts_tag(tag, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx, request, symptom):
+@pytest.fixture
+def zts_tag(tag, zfs_build):
+    """The tag, once the build is known to have it: skips before a guest boots."""
     if not zts.has_zts(zfs_build):
         pytest.skip("the build has no ZFS Test Suite: run with --zts (or -m zts)")
     if tag not in zts.available_tags(zfs_build):
         pytest.skip(f"ZTS tag {tag!r} is not in this build's runfiles "
                     f"({zfs_build.source['describe']})")
+    return tag
+
+
+@pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
+@pytest.mark.parametrize("tag", TAGS)
+def test_zts_tag(zts_tag, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx, request,
+                 symptom):
+    tag = zts_tag
     g = guests.current
     for p in zfs_guest.pools():             # ZTS takes the disks: no suite pool on them
         zfs_guest.zpool("destroy", "-f", p, check=False, timeout=300)

@@ -143,6 +143,21 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
     assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")
 
 
+def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
+    from suite.report import ztsbugs
+    from suite.report.sessions import skip_reasons
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<testsuites><testsuite name="pytest" tests="1" skipped="1"><testcase '
+                     'name="test_zts_tag[async]"><skipped type="pytest.skip" message="ZTS tag '
+                     "'async' is not in this build's runfiles (zfs-2.4.99-935)\"/>"
+                     '</testcase></testsuite></testsuites>')
+    absent = skip_reasons(junit)
+    assert absent == ["ZTS tag 'async' is not in this build's runfiles (zfs-2.4.99-935)"]
+    z = ztsbugs.ZtsAt("39991b06fea", absent=absent)
+    assert z.describe().startswith("no test here (saw nothing): ZTS tag 'async'")
+    assert skip_reasons(tmp_path / "none.xml") == []
+
+
 def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_path, monkeypatch):
     from suite.report import knownbugs, ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))

@@ -39,6 +39,13 @@ def count(junit: Path) -> tuple[int, int, int, int]:
     return t - f - e - s, f, e, s
 
 
+def skip_reasons(junit: Path) -> list[str]:
+    """The messages of the skipped pytest cases in a JUnit XML file, e.g. a ZTS
+    tag the build does not have."""
+    if not junit.exists():
+        return []
+    return [sk.get("message", "").removeprefix("Skipped: ")
+            for sk in ET.parse(junit).getroot().iter("skipped")]
 def run_cases(args: list[str], results: Path, extra: list[str] = (),
               timeout: float = SESSION_TIMEOUT,
               targets: list[str] | None = None) -> tuple[int | None, str, float]:

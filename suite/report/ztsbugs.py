@@ -19,7 +19,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import zts
-from suite.report.sessions import run_cases
+from suite.report.sessions import run_cases, skip_reasons
 
 
 @dataclass
@@ -28,12 +28,15 @@ class ZtsAt:
     ran: int = 0
     unexpected: list[str] = field(default_factory=list)   # "direct/dio_mmap FAIL"
     problem: str = ""
+    absent: list[str] = field(default_factory=list)          # why a tag was skipped
     results: str = ""
     seconds: float = 0.0
 
     def describe(self) -> str:
         if self.problem:
             return f"INCONCLUSIVE: {self.problem}"
+        if not self.ran and self.absent:
+            return "no test here (saw nothing): " + "; ".join(self.absent)
         if not self.ran:
             return "INCONCLUSIVE: ZTS ran no test"
         if self.unexpected:
@@ -63,6 +66,7 @@ def run_zts_at(name: str, commit: str, root: Path, extra: list[str],
         targets=[str(paths.PROJECT_ROOT / "cases" / "test_zts.py")])
     out.results = str(results)
     out.ran, out.unexpected = read_session(results)
+    out.absent = skip_reasons(results / "junit.xml")
     out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
                               "(see pytest.log)")
     print(f"<== ZTS at {commit[:11]}: {out.describe()} in {out.seconds:.0f}s; {results}",
