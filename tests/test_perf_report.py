@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suite.casekit.perf import FioJob, busy_jiffies, copy_share, parse_fio, parse_perf_report
+from suite.casekit.perf import (FioJob, busy_jiffies, cell_command, copy_share, parse_fio,
+                                parse_perf_report)
 from suite.report.perf import TCG_NOTE, PerfTable
 
 FIO = "fio: some warning\n" + json.dumps({"jobs": [{
@@ -49,6 +50,26 @@ def _cell(side: str, bw: float, cpu: float) -> dict:
     return {"labels": {"side": side, "rw": "read", "bs": "1m", "iodepth": 32, "numjobs": 1,
                        "ioengine": "libaio"}, "bw_mib_s": bw, "iops": bw, "p99_lat_us": 10.0,
             "cpu_s_per_gib": cpu, "copy_share": 30.0 if side == "dio=0" else 2.0, "error": ""}
+
+
+def test_the_cpu_window_is_fio_alone_not_perfs_start_up(tmp_path: Path):
+    """The /proc/stat reads sit inside the profiled command, right around fio
+    (perf's start-up cost minutes of CPU per cell under TCG and was counted)."""
+    import subprocess
+    fio = ["sh", "-c", "exit 7"]                  # stands in for fio
+    prof = cell_command(fio, True)
+    assert prof.startswith("perf record ") and " -B -N --no-bpf-event " in prof
+    inner = prof.split(" -- ", 1)[1]
+    assert inner.startswith("sh -c ") and "/tmp/ozfs-stat.0" in inner and "/tmp/ozfs-stat.1" in inner
+    assert prof.index("/tmp/ozfs-stat.0") > prof.index("perf record")
+    plain = cell_command(fio, False)
+    assert "perf" not in plain
+    # The plain window runs as written: both reads, fio between, fio's rc kept.
+    run = plain.replace("/tmp/ozfs-", str(tmp_path) + "/")
+    r = subprocess.run(["bash", "-c", run])
+    assert r.returncode == 7
+    assert (tmp_path / "stat.0").read_text().startswith("cpu ")
+    assert (tmp_path / "stat.1").read_text().startswith("cpu ")
 
 
 def test_table_puts_sides_together_with_their_ratio(tmp_path: Path):
