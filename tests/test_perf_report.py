@@ -29,6 +29,15 @@ def test_fio_json_after_warnings():
     assert f["bytes"] == 2 << 30
 
 
+def test_p99_is_submission_to_completion_where_fio_gives_it():
+    """A sync O_DIRECT read inside io_submit: clat ~0, the time is in slat."""
+    d = json.loads(FIO.split("\n", 1)[1])
+    d["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"] = 175_000
+    d["jobs"][0]["read"]["lat_ns"] = {"percentile": {"99.000000": 12_255_000}}
+    assert parse_fio(json.dumps(d))["p99_lat_us"] == 12255
+    assert "--lat_percentiles=1" in FioJob("read", "1m", 1, 1, "libaio").args("/dev/zd0")
+
+
 def test_busy_jiffies_leaves_out_idle_and_iowait():
     busy, total = busy_jiffies("cpu  10 0 20 100 5 1 1 0 0 0\ncpu0 1 2 3 4\n")
     assert busy == 32 and total == 137
