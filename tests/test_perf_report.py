@@ -67,10 +67,18 @@ def test_the_cpu_window_is_fio_alone_not_perfs_start_up(tmp_path: Path):
     import subprocess
     fio = ["sh", "-c", "exit 7"]                  # stands in for fio
     prof = cell_command(fio, True)
-    assert prof.startswith("perf record ") and " -B -N --no-bpf-event " in prof
+    assert prof.startswith("unshare -m sh -c ") and " -B -N --no-bpf-event " in prof
+    assert "mount -t tmpfs" in prof and "/lib/modules/$(uname -r)" in prof
     inner = prof.split(" -- ", 1)[1]
     assert inner.startswith("sh -c ") and "/tmp/ozfs-stat.0" in inner and "/tmp/ozfs-stat.1" in inner
     assert prof.index("/tmp/ozfs-stat.0") > prof.index("perf record")
+    # The quoting survives two shells: the outer sh hands perf one window command.
+    import shlex
+    outer = shlex.split(prof)
+    assert outer[:3] == ["unshare", "-m", "sh"] and outer[3] == "-c" and len(outer) == 5
+    rec = shlex.split(outer[4].split("; ", 1)[1])
+    assert rec[:3] == ["exec", "perf", "record"] and rec[-3:-1] == ["sh", "-c"]
+    assert rec[-1].startswith("cat /proc/stat > /tmp/ozfs-stat.0; sh -c 'exit 7'")
     plain = cell_command(fio, False)
     assert "perf" not in plain
     # The plain window runs as written: both reads, fio between, fio's rc kept.
@@ -79,6 +87,24 @@ def test_the_cpu_window_is_fio_alone_not_perfs_start_up(tmp_path: Path):
     assert r.returncode == 7
     assert (tmp_path / "stat.0").read_text().startswith("cpu ")
     assert (tmp_path / "stat.1").read_text().startswith("cpu ")
+
+
+def test_the_profiled_cell_runs_fio_once_and_keeps_its_exit_code(tmp_path: Path):
+    import os
+    import shutil
+    import subprocess
+    import pytest
+    if not shutil.which("perf") or not shutil.which("unshare") or os.geteuid() != 0:
+        pytest.skip("needs root, perf and unshare (the guest has them: it runs the host's)")
+    data = tmp_path / "perf.data"
+    cmd = (cell_command(["sh", "-c", "exit 7"], True)
+           .replace("/tmp/ozfs-perf.data", str(data))
+           .replace("/tmp/ozfs-", str(tmp_path) + "/"))
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    if r.returncode != 7 and "perf_event_paranoid" in r.stderr + r.stdout:
+        pytest.skip("perf may not record system-wide here")
+    assert r.returncode == 7, r.stderr
+    assert (tmp_path / "stat.0").exists() and (tmp_path / "stat.1").exists() and data.exists()
 
 
 def test_table_puts_sides_together_with_their_ratio(tmp_path: Path):
