@@ -24,7 +24,6 @@ TAG_BUDGET = {"direct": 3600, "async": 1800}
 TAGS = [pytest.param(t, marks=pytest.mark.deadline(b + 900), id=t) for t, b in TAG_BUDGET.items()]
 
 
-@pytest.mark.zts
 @pytest.fixture
 def zts_tag(tag, zfs_build):
     """The tag, once the build is known to have it: skips before a guest boots."""
@@ -36,6 +35,7 @@ def zts_tag(tag, zfs_build):
     return tag
 
 
+@pytest.mark.zts
 @pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
 @pytest.mark.parametrize("tag", TAGS)
 def test_zts_tag(zts_tag, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx, request,

@@ -80,3 +80,25 @@ def test_the_packages_read_like_the_pipeline():
         if p.parent != SUITE and p.name not in ("__init__.py", "__main__.py") \
                 and p.parent.name != "ioengine":
             assert f"`{p.name}`" in readme, f"README's pipeline table lacks {p.parent.name}/{p.name}"
+
+
+def test_every_case_module_collects_and_the_opt_in_lanes_stay_out_by_default():
+    """A case module that fails to import (a misplaced mark, say) breaks every run
+    that collects ``cases/``, not only its own cases."""
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[1]
+
+    def collect(*args: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-m", "pytest", "cases", "--collect-only", "-q",
+                            "-p", "no:cacheprovider", *args], cwd=root, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        return [ln for ln in r.stdout.splitlines() if "::" in ln]
+
+    default = collect()
+    assert default and not any("test_zts.py" in n or "test_perf.py" in n for n in default)
+    zts = collect("-m", "zts")
+    assert zts and all("test_zts.py::" in n for n in zts)
+    perf = collect("-m", "perf")
+    assert perf and all("test_perf.py::" in n for n in perf)
