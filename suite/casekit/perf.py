@@ -23,9 +23,8 @@ GIB = 1 << 30
 # memcpy and user-copy family, and OpenZFS's copy loops between a request's
 # pages and an ABD. The seed's kernel called __memcpy from zfs_uiomove_bvec_rq;
 # a build here inlines it into zfs_uiomove_bvec_impl as `rep movsq` (objdump of
-# zfs_uio.o), which took 6.8% of the samples
-# of a 1M qd32 zvol read with Direct I/O off, absent with it on), so the kernel
-# family alone read 0%.
+# zfs_uio.o): 6.8% of the samples of a 1M qd32 zvol read with Direct I/O off,
+# none with it on, while the kernel family alone read 0%.
 COPY_SYMBOLS = re.compile(r"^(__memcpy|memcpy\w*|__memmove|memmove\w*|copy_user\w*|"
                           r"rep_movs\w*|copy_mc\w*|_copy_(to|from)_user|__copy_user\w*|"
                           r"copy_page\w*|zfs_uiomove\w*|zfs_uiocopy\w*|abd_copy\w*)$")
