@@ -85,6 +85,9 @@ class ZtsRun:
     disks: list[str]
 
 
+GUEST_MODULES = ("loop", "overlay")
+
+
 def prepare_guest_script(src: Path, filedir_dev: str) -> str:
     """Root-side setup, idempotent within one guest: the writable root ZTS runs
     in (``ROOT``), its user, its FILEDIR."""
@@ -92,6 +95,9 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
     binds = " ".join(BINDS)
     return "\n".join([
         "set -e",
+        # Kernel modules the tests reach for that nothing loads on its own:
+        # without loop, direct/dio_loopback_dev fails at losetup ("No such device").
+        f"for m in {' '.join(GUEST_MODULES)}; do modprobe $m 2>/dev/null || true; done",
         # FILEDIR first: the bind mounts below copy the mount tree as it is now.
         f"if ! grep -q ' {FILEDIR} ' /proc/mounts; then",
         f"  mkfs.ext4 -q -F {q(filedir_dev)}",
@@ -102,7 +108,6 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
         # of its own; /tmp is an overlay already, which cannot be an upper),
         # with the guest's own writable directories bound in.
         f"if ! grep -q ' {ROOT} overlay ' /proc/mounts; then",
-        "  modprobe overlay 2>/dev/null || true",
         f"  mount -t tmpfs -o size=2g tmpfs {OVL}",
         f"  mkdir -p {OVL}/up {OVL}/work {ROOT}",
         f"  mount -t overlay overlay -o lowerdir=/,upperdir={OVL}/up,workdir={OVL}/work "
