@@ -8,7 +8,8 @@ so a maintainer can set what ZTS saw beside what this suite saw at one commit.
 A tag passes when ZTS ran tests in it and none ended unexpectedly (zts-report's
 own rule, its known-failure list included). A tag the build does not have
 (``async`` before the series adds it) is skipped as absent; a tag that ran no
-test is not a pass.
+test is not a pass. ``--zts-test NAME`` (repeatable) narrows a tag to those
+tests, each with its section's setup and cleanup: a failed ZTS test rerun alone.
 """
 from __future__ import annotations
 
@@ -35,21 +36,34 @@ def zts_tag(tag, zfs_build):
     return tag
 
 
+@pytest.fixture
+def zts_tests(zts_tag, zfs_build, request) -> list[str]:
+    """``--zts-test`` narrowed to this tag: [] runs the whole tag."""
+    wanted = request.config.getoption("zts_test")
+    if not wanted:
+        return []
+    found = zts.tests_in_tag(zfs_build, zts_tag, wanted)
+    if not found:
+        pytest.skip(f"none of --zts-test {', '.join(wanted)} runs under tag {zts_tag!r}")
+    return found
+
+
 @pytest.mark.zts
 @pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
 @pytest.mark.parametrize("tag", TAGS)
-def test_zts_tag(zts_tag, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx, request,
-                 symptom):
+def test_zts_tag(zts_tag, zts_tests, zfs_guest, zfs_build, guests, accel, case_dir, run_ctx,
+                 request, symptom):
     tag = zts_tag
     g = guests.current
     for p in zfs_guest.pools():             # ZTS takes the disks: no suite pool on them
         zfs_guest.zpool("destroy", "-f", p, check=False, timeout=300)
     g.pool_spec = None
     g.fit = False           # a chroot, a test user, ZTS's leftovers: the next case boots afresh
-    meta = {"tag": tag, "build": zfs_build.key, "describe": zfs_build.source["describe"]}
+    meta = {"tag": tag, "build": zfs_build.key, "describe": zfs_build.source["describe"],
+            "only": zts_tests}
     try:
         run = zts.run_tags(zfs_guest, zfs_build, [tag], case_dir / "zts", accel.scale,
-                           timeout=accel.deadline(TAG_BUDGET[tag]))
+                           timeout=accel.deadline(TAG_BUDGET[tag]), tests=zts_tests)
     except BaseException:
         # Cut short (deadline, guest lost): keep what ZTS said so far, marked partial.
         partial = zts.salvage_console(zfs_guest.guest, case_dir / "zts")

@@ -196,3 +196,41 @@ def test_a_cut_short_run_keeps_what_zts_printed(tmp_path):
     got = zts.salvage_console(G(CONSOLE.split("Results Summary")[0]), tmp_path)
     assert len(report.parse(got)) == 6 and (tmp_path / "console.partial.txt").exists()
     assert zts.salvage_console(G(None), tmp_path / "x") == ""
+
+
+RUNFILE = """\
+[DEFAULT]
+pre = setup
+post = cleanup
+timeout = 600
+tags = ['functional']
+
+[tests/functional/direct:Linux]
+tests = ['dio_loopback_dev', 'dio_write_verify']
+tags = ['functional', 'direct']
+
+[tests/functional/async:Linux]
+tests = ['async_read_001_pos',
+    'async_write_001_pos']
+timeout = 1200
+tags = ['functional', 'async']
+"""
+
+
+def test_a_runfile_cut_to_some_tests_keeps_their_sections_and_defaults(tmp_path):
+    text, kept = zts.select_tests(RUNFILE, ["dio_loopback_dev", "functional/async/async_write_001_pos"])
+    assert kept == ["functional/direct/dio_loopback_dev", "functional/async/async_write_001_pos"]
+    assert "[DEFAULT]\npre = setup" in text
+    assert "tests = ['dio_loopback_dev']\ntags = ['functional', 'direct']" in text
+    assert "tests = ['async_write_001_pos']\ntimeout = 1200" in text
+    assert "dio_write_verify" not in text and "async_read_001_pos" not in text
+    only_async, kept = zts.select_tests(RUNFILE, ["dio_loopback_dev", "async_read_001_pos"], "async")
+    assert kept == ["functional/async/async_read_001_pos"] and "direct" not in only_async
+    assert zts.select_tests(RUNFILE, ["nope"])[1] == []
+    # The tag's case asks the build which of the wanted tests it runs.
+    (tmp_path / "tests" / "runfiles").mkdir(parents=True)
+    (tmp_path / "tests" / "runfiles" / "linux.run").write_text(RUNFILE)
+    rec = type("R", (), {"src_dir": str(tmp_path)})()
+    assert zts.tests_in_tag(rec, "direct", ["dio_loopback_dev"]) == \
+        ["functional/direct/dio_loopback_dev"]
+    assert zts.tests_in_tag(rec, "async", ["dio_loopback_dev"]) == []

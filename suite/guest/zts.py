@@ -58,6 +58,40 @@ def runfile_tags(text: str) -> set[str]:
     return {t for t in tags if t}
 
 
+SECTION_RE = re.compile(r"^\[([^\]]+)\]\s*$", re.M)
+TESTS_RE = re.compile(r"^tests\s*=\s*\[(.*?)\]", re.M | re.S)
+
+
+def _names(listed: str) -> list[str]:
+    return [t.strip().strip("'\"") for t in listed.split(",") if t.strip().strip("'\"")]
+
+
+def select_tests(text: str, wanted: list[str], tag: str = "") -> tuple[str, list[str]]:
+    """The runfile cut down to the ``wanted`` tests (``dio_loopback_dev`` or
+    ``functional/direct/dio_loopback_dev``), in sections carrying ``tag`` if
+    given; each kept test stays in its own section with that section's setup,
+    cleanup, tags and timeout. Returns (runfile, the tests kept, as
+    ``functional/direct/NAME``). ``[DEFAULT]`` is kept, other sections dropped."""
+    heads = list(SECTION_RE.finditer(text))
+    out = [text[:heads[0].start()] if heads else text]
+    kept: list[str] = []
+    for i, h in enumerate(heads):
+        body = text[h.start():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        section = h.group(1).split(":")[0].removeprefix("tests/")       # functional/direct
+        m = TESTS_RE.search(body)
+        if not m:
+            out.append(body)                    # [DEFAULT]
+            continue
+        if tag and tag not in runfile_tags(body):
+            continue
+        take = [t for t in _names(m.group(1)) if t in wanted or f"{section}/{t}" in wanted]
+        if take:
+            out.append(body[:m.start()] + "tests = [" + ", ".join(f"'{t}'" for t in take)
+                       + "]" + body[m.end():])
+            kept += [f"{section}/{t}" for t in take]
+    return "".join(out), kept
+
+
 def scale_timeouts(text: str, scale: float) -> str:
     """The runfile with every ``timeout = N`` multiplied by ``scale`` (0 stays 0:
     it means no timeout)."""
@@ -65,6 +99,16 @@ def scale_timeouts(text: str, scale: float) -> str:
         n = int(m.group(2))
         return f"{m.group(1)}{int(n * scale) if n else 0}"
     return TIMEOUT_RE.sub(repl, text)
+
+
+def tests_in_tag(record: BuildRecord, tag: str, wanted: list[str]) -> list[str]:
+    """Which of ``wanted`` the build's runfiles run under ``tag``."""
+    found: list[str] = []
+    for name in RUNFILES:
+        f = zts_root(record) / "tests" / "runfiles" / name
+        if f.exists():
+            found += select_tests(f.read_text(), wanted, tag)[1]
+    return found
 
 
 def available_tags(record: BuildRecord) -> set[str]:
@@ -135,10 +179,11 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
 
 
 def run_tags(zfs, record: BuildRecord, tags: list[str], out_dir: Path, scale: float,
-             timeout: float) -> ZtsRun:
+             timeout: float, tests: list[str] = ()) -> ZtsRun:
     """Run ``tags`` with ``zfs-tests.sh`` in the guest of ``zfs`` (a ``Zfs`` with
-    the build loaded and verified). Every NVMe namespace but the last becomes a
-    ZTS disk, so the caller must not hold a pool on them."""
+    the build loaded and verified), only ``tests`` of them if given (see
+    ``select_tests``). Every NVMe namespace but the last becomes a ZTS disk, so
+    the caller must not hold a pool on them."""
     src = zts_root(record)
     if not has_zts(record):
         raise SuiteError(f"build {record.key} has no ZFS Test Suite",
@@ -156,7 +201,10 @@ def run_tags(zfs, record: BuildRecord, tags: list[str], out_dir: Path, scale: fl
     for name in RUNFILES:
         text = (src / "tests" / "runfiles" / name).read_text()
         local = out_dir / name
-        local.write_text(scale_timeouts(text, scale))
+        text = scale_timeouts(text, scale)
+        if tests:
+            text, _ = select_tests(text, list(tests), tags[0] if len(tags) == 1 else "")
+        local.write_text(text)
         remote = f"{FILEDIR}/runfiles/{name}"
         g.put(local, remote)
         runfiles.append(remote)

@@ -62,6 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="leave a guest that failed running for inspection (prints how to reach it)")
     g.addoption("--perf-matrix", default="auto", choices=["auto", "small", "full"],
                 help="benchmark matrix size (-m perf): auto = full on KVM, small under TCG")
+    g.addoption("--zts-test", action="append", default=[], metavar="NAME",
+                help="ZTS lane: run only this ZTS test (dio_loopback_dev or "
+                     "functional/direct/dio_loopback_dev; repeatable), in its tag's case")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
