@@ -28,6 +28,13 @@ GIB = 1 << 30
 COPY_SYMBOLS = re.compile(r"^(__memcpy|memcpy\w*|__memmove|memmove\w*|copy_user\w*|"
                           r"rep_movs\w*|copy_mc\w*|_copy_(to|from)_user|__copy_user\w*|"
                           r"copy_page\w*|zfs_uiomove\w*|zfs_uiocopy\w*|abd_copy\w*)$")
+# The idle loop: cpu-clock samples every CPU, busy or not. Under TCG half the
+# samples can be idle, so a share of all samples would shrink with idleness;
+# the copy share is taken over the busy samples (a saturated host, like the
+# seed's, has next to none idle and the two agree).
+IDLE_SYMBOLS = re.compile(r"^(\w*native_safe_halt|default_idle\w*|cpu_idle_poll\w*|"
+                          r"intel_idle\w*|acpi_idle\w*|mwait_idle\w*|poll_idle|"
+                          r"arch_cpu_idle\w*|do_idle|cpuidle_enter\w*)$")
 PERF_DATA = "/tmp/ozfs-perf.data"
 
 
@@ -60,7 +67,7 @@ class CellResult:
     gib: float = 0.0
     cpu_s: float = 0.0           # every CPU of the guest, busy time
     cpu_s_per_gib: float | None = None
-    copy_share: float | None = None          # share of cpu-clock samples in copy functions
+    copy_share: float | None = None          # % of busy cpu-clock samples in copy functions
     top_symbols: list[tuple[str, float]] = field(default_factory=list)
     symbols: list[tuple[str, float]] = field(default_factory=list)
     error: str = ""
@@ -116,7 +123,10 @@ def parse_perf_report(text: str) -> list[tuple[str, float]]:
 
 
 def copy_share(symbols: list[tuple[str, float]]) -> float:
-    return round(sum(p for s, p in symbols if COPY_SYMBOLS.match(s)), 2)
+    """Percent of the busy (non-idle) samples spent in copy functions."""
+    copy = sum(p for s, p in symbols if COPY_SYMBOLS.match(s))
+    busy = 100.0 - sum(p for s, p in symbols if IDLE_SYMBOLS.match(s))
+    return round(100.0 * copy / busy, 2) if busy > 0 else 0.0
 
 
 def cell_command(fio_args: list[str], profile: bool) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 METRICS = {"bw_mib_s": "MiB/s", "iops": "IOPS", "p99_lat_us": "p99 µs",
-           "cpu_s_per_gib": "CPU s/GiB", "copy_share": "copy %"}
+           "cpu_s_per_gib": "CPU s/GiB", "copy_share": "copy % of busy"}
 TCG_NOTE = ("accelerator TCG: the CPU is emulated, so absolute numbers say nothing about "
             "hardware; compare the sides of one row, inside this run only")
 
