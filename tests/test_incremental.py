@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.build.incremental import _retarget, blocks_seeding, comparable
+from suite.build.incremental import _relink, _retarget, blocks_seeding, comparable
 
 
 @pytest.mark.parametrize("path,build_system", [
@@ -35,6 +35,21 @@ def test_paths_move_to_the_new_folder_and_mtimes_stay(tmp_path: Path):
     assert mk.read_text() == f"srcdir = {new}/src\nVPATH = {new}/src/module\n"
     assert mk.stat().st_mtime_ns == 1_000_000_000
     assert old.encode() in obj.read_bytes()
+
+
+def test_links_into_the_donor_tree_move_with_it(tmp_path: Path):
+    """ZTS's tests/zfs-tests/bin links to the build's commands by absolute path:
+    a seeded tree that kept them ran the donor's zpool and test helpers."""
+    old, new = str(tmp_path / "aaaa"), str(tmp_path / "bbbb")
+    bin_ = tmp_path / "bbbb" / "src" / "tests" / "zfs-tests" / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "zpool").symlink_to(f"{old}/src/zpool")
+    (bin_ / "awk").symlink_to("/usr/bin/awk")
+    (bin_ / "near").symlink_to(f"{old}x/src/zpool")         # a sibling, not inside
+    assert _relink(tmp_path / "bbbb", old, new) == 1
+    assert os.readlink(bin_ / "zpool") == f"{new}/src/zpool"
+    assert os.readlink(bin_ / "awk") == "/usr/bin/awk"
+    assert os.readlink(bin_ / "near") == f"{old}x/src/zpool"
 
 
 def test_a_donor_shares_everything_but_the_tree_and_commits():

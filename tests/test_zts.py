@@ -116,6 +116,9 @@ def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
     assert "mkfs.ext4 -q -F /dev/nvme3n1" in script
     assert "lowerdir=/," in script and "chroot /mnt/root" in script   # a writable /
     assert "for m in loop overlay; do modprobe $m" in script   # losetup in dio_loopback_dev
+    # A fresh constrained PATH: no link left from another build's tree survives.
+    bin_ = f"/mnt/root{tmp_path}/tests/zfs-tests/bin"
+    assert script.index(f"rm -rf {bin_}") < script.index(f"mkdir -p {bin_}")
 
 
 def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):

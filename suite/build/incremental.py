@@ -115,12 +115,32 @@ def _retarget(tree: Path, old: str, new: str) -> int:
     return n
 
 
+def _relink(tree: Path, old: str, new: str) -> int:
+    """Point every symlink under ``tree`` whose target is inside ``old`` at the
+    same path inside ``new``. A copied tree keeps its absolute links: ZTS's
+    tests/zfs-tests/bin links to the build's commands, and a seeded build
+    ran the donor's zpool and test helpers through them."""
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for name in dirnames + filenames:
+            f = Path(dirpath) / name
+            if not f.is_symlink():
+                continue
+            target = os.readlink(f)
+            if target == old or target.startswith(old + os.sep):
+                f.unlink()
+                f.symlink_to(new + target[len(old):])
+                n += 1
+    return n
+
+
 def seed_tree(donor, diff: list[tuple[str, str]], cache: ObjectCache, commit: str,
               bdir: Path) -> Seeded:
     """Copy the donor's tree into ``bdir/src``, move its paths, apply ``diff``."""
     src = bdir / "src"
     shutil.copytree(Path(donor.src_dir), src, symlinks=True)
     _retarget(src, str(Path(donor.build_dir)), str(bdir))
+    _relink(src, str(Path(donor.build_dir)), str(bdir))
     modes = tree_modes(cache, commit, [p for s, p in diff if s != "D"])
     for status, path in diff:
         dest = src / path

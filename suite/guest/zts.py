@@ -172,6 +172,10 @@ def prepare_guest_script(src: Path, filedir_dev: str) -> str:
         f"test -x {ROOT}{q(str(src / 'scripts' / 'zfs-tests.sh'))}",
         # zfs-tests.sh (as the user) links the commands it allows into the tree's
         # tests/zfs-tests/bin: the user must own it (a copy-up in the overlay).
+        # A fresh constrained PATH each run (zfs-tests.sh links what it needs
+        # and keeps a link that exists): a link left from another build's tree
+        # would run that build's commands.
+        f"rm -rf {ROOT}{q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
         f"mkdir -p {ROOT}{q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
         f"chown -R {USER} {ROOT}{q(str(src / 'tests' / 'zfs-tests' / 'bin'))}",
         f"chroot {ROOT} sudo -u {USER} sudo -n id -un",
