@@ -34,7 +34,18 @@ SAMPLES = {
     "rcu_stall": "[  300.0] rcu: INFO: rcu_preempt self-detected stall on CPU",
     "lockup": "[  60.0] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [z_wr_iss:501]",
     "spl_panic": "[  10.0] PANIC at zfs_vnops_os.c:123:zfs_write()",
+    # seen at async-dio@39991b06f under ZTS's async tag
+    "user_trap": "[ 812.3] traps: fio[1016] general protection fault ip:55d0c2 sp:7ffd1e28 "
+                 "error:0 in fio[55d0c2+9e000]",
 }
+
+
+def test_user_traps_are_not_kernel_oopses() -> None:
+    segv = "[ 9.1] aio_dio_readv[77]: segfault at 0 ip 0000000000401136 sp 00007ffe error 4"
+    assert [f.kind for f in scan(segv)] == ["user_trap"]
+    kernel_gpf = ("[ 9.2] general protection fault, probably for non-canonical address "
+                  "0xdead000000000100: 0000 [#1] PREEMPT SMP NOPTI")
+    assert [f.kind for f in scan(kernel_gpf)] == ["oops"]
 
 
 def test_each_kind_is_recognised() -> None:

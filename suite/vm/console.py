@@ -1,7 +1,7 @@
 """The guest's console: what counts as kernel trouble, and reading console.log.
 
 - ``scan(text)`` finds panics, Oopses, BUG:, WARNING:, lockdep, KASAN, hung
-  tasks and RCU stalls in kernel log text, minus the allow-list in
+  tasks, RCU stalls and user processes killed by a trap (GPF, segfault) in kernel log text, minus the allow-list in
   ``vmimages/kernel-log-allow.toml`` (every entry with its reason).
 - ``ConsoleWatcher(path)`` scans ``console.log`` incrementally from an offset,
   so a case sees only the lines printed while it ran.
@@ -43,6 +43,9 @@ RULES: tuple[Rule, ...] = (
     _rule("spl_panic", "error", r"\bPANIC at \S+:\d+:|\bVERIFY3?\w*\(.*\) failed"),
     _rule("slub", "error", r"\bBUG [\w.:-]+ \(.*\): |Redzone overwritten|Poison overwritten"
                            r"|Object padding overwritten|Freepointer corrupt"),
+    # A user process killed by a trap: its memory was corrupted, e.g. by a Direct I/O
+    # read landing in pages it no longer owned. The kernel itself is alive.
+    _rule("user_trap", "error", r"\btraps: \S+\[\d+\] |\S+\[\d+\]: segfault at "),
     _rule("oops", "error", r"\bOops\b|general protection fault|BUG: unable to handle|Unable to handle kernel"),
     _rule("bug", "error", r"\bBUG: |kernel BUG at "),
     _rule("warning", "warning", r"\bWARNING: "),
