@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from suite.build.pipeline import add_build_options
 from suite.errors import SuiteError
@@ -64,7 +65,7 @@ def cmd_bugs(args: argparse.Namespace) -> int:
     zts = "only" if args.zts_only else ("also" if args.zts else "")
     tags = tuple(t for t in (args.zts_tags or "").split(",") if t)
     return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None,
-                    zts=zts, zts_tags=tags)
+                    zts=zts, zts_tags=tags, suite_from=[Path(d) for d in args.suite_from])
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -164,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only the ZTS lane at each bad commit (no suite cases)")
     kb.add_argument("--zts-tags", default="", help="ZTS tags to run, comma-separated "
                     "(default: direct and async, where the build has it)")
+    kb.add_argument("--suite-from", action="append", default=[], metavar="DIR",
+                    help="judge the suite's side from an earlier `suite bugs` results folder "
+                         "instead of running it (repeatable; the newest session per bug wins)")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

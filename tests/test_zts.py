@@ -7,6 +7,7 @@ import pytest
 
 from suite.guest import zts
 from suite.report import zts as report
+from suite.report.symptoms import Symptom
 
 PFX = "[2026-11-30T20:01:02.123456] Test: /root/.cache/ozfs-vmci/builds/k/src/tests/zfs-tests/tests"
 CONSOLE = f"""\
@@ -237,3 +238,43 @@ def test_a_runfile_cut_to_some_tests_keeps_their_sections_and_defaults(tmp_path)
     assert zts.tests_in_tag(rec, "direct", ["dio_loopback_dev"]) == \
         ["functional/direct/dio_loopback_dev"]
     assert zts.tests_in_tag(rec, "async", ["dio_loopback_dev"]) == []
+
+
+def _earlier_bugs_run(root, bug, nodeid, symptoms, mtime):
+    """A session folder as ``suite bugs`` leaves it: junit.xml and a verdict.json."""
+    import os
+
+    from suite.report.symptoms import CaseVerdict
+    d = root / bug / "bad"
+    case = d / "20261130-120000-async-dio" / "cases" / "c"
+    case.mkdir(parents=True)
+    (d / "junit.xml").write_text('<testsuites><testsuite name="pytest" tests="1" failures="1" '
+                                 'errors="0" skipped="0"/></testsuites>')
+    (case / "verdict.json").write_text(CaseVerdict(nodeid, "failed", symptoms, "x").to_json())
+    os.utime(d / "junit.xml", (mtime, mtime))
+    return d
+
+
+def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatch):
+    from suite.report import knownbugs, ztsbugs
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
+    monkeypatch.setattr(knownbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    old = tmp_path / "old"
+    node = "cases/test_dio_preadv.py::test_preadv_vectored[libaio-strict1]"
+    ctl = [Symptom("EINVAL", "10/14", "async=0 strict=1")]        # a control row: not it
+    _earlier_bugs_run(old / "bugs-1", "preadv-freed-iovec", node, ctl, 1000)
+    newest = _earlier_bugs_run(old / "bugs-2", "preadv-freed-iovec", node,
+                               [Symptom("EINVAL", "10/14", "async=1 strict=1")], 2000)
+    assert knownbugs.earlier_session("preadv-freed-iovec", "bad", [old]) == newest
+    assert knownbugs.earlier_session("preadv-freed-iovec", "bad", [old / "bugs-1"]) != newest
+    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
+                       roles=["bad"], zts="only", suite_from=[old])
+    md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
+    assert "`eof-tail-efault` | 39991b06fea | INCONCLUSIVE: no earlier run under --suite-from" in md
+    assert "`preadv-freed-iovec` | eb75ba1c586 | caught | all 4 as expected" in md
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new2"))
+    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec"], "", [], roles=["bad"], zts="only",
+                       suite_from=[old / "bugs-1"])
+    md = next((tmp_path / "new2").glob("bugs-*/zts-vs-suite.md")).read_text()
+    assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE" in md

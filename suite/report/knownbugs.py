@@ -17,7 +17,8 @@ kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 (KASAN) to catch. Anything but caught / clean / deferred exits non-zero. Each inner session has a deadline
 (``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h). With ``--zts``, OpenZFS's own
 tests run at each bad commit too, and a table says what each saw
-(``suite/report/ztsbugs.py``).
+(``suite/report/ztsbugs.py``). ``--suite-from DIR`` takes the suite's side from an
+earlier run's sessions, judged again, so ``--zts-only`` can still fill both columns.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report.sessions import run_cases
+from suite.report.sessions import count, run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.report.ztsbugs import ZtsAt, run_zts_at, table as ztsbugs_table
 from suite.source import series
@@ -92,11 +93,35 @@ def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> 
     return cases, problem
 
 
+def earlier_session(bug: str, role: str, roots: list[Path]) -> Path | None:
+    """The newest session folder ``<bugs-*>/<bug>/<role>`` with a JUnit report under
+    ``roots`` (each a ``bugs-*`` folder or a results folder holding them)."""
+    found = [d for r in roots for pat in (f"{bug}/{role}", f"bugs-*/{bug}/{role}")
+             for d in r.glob(pat) if (d / "junit.xml").exists()]
+    return max(found, key=lambda d: (d / "junit.xml").stat().st_mtime, default=None)
+
+
+def judge_earlier(o: "Outcome", spec: SymptomSpec | None, roots: list[Path]) -> None:
+    """Fill ``o`` from an earlier ``suite bugs`` session instead of running one."""
+    d = earlier_session(o.bug, o.role, roots)
+    if d is None:
+        o.problem = "no earlier run under --suite-from"
+        return
+    if spec is None:
+        o.problem = "the bug declares no [bugs.symptom]: nothing to judge by"
+        return
+    total = sum(count(d / "junit.xml"))
+    o.cases, o.problem = judge_session(spec, d, total)
+    o.results = str(d)
+    print(f"<== {o.bug} ({o.role}): {o.verdict}, judged from {d}", flush=True)
+
+
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
-             roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = ()
-             ) -> int:
-    """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone
-    (the suite's own verdicts come from an earlier ``suite bugs`` run)."""
+             roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = (),
+             suite_from: list[Path] = ()) -> int:
+    """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone.
+    ``suite_from``: earlier ``suite bugs`` results whose sessions give the suite's
+    side (judged again against today's symptoms) instead of running them."""
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -116,6 +141,9 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             out.append(o)
             if zts and role == "bad" and o.commit not in ztsruns:    # once per commit
                 ztsruns[o.commit] = run_zts_at(name, commit, root, extra, zts_tags)
+            if suite_from:
+                judge_earlier(o, b.symptom, list(suite_from))
+                continue
             if zts == "only":
                 o.problem = "not run here (--zts-only)"
                 continue
