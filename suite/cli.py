@@ -65,7 +65,8 @@ def cmd_bugs(args: argparse.Namespace) -> int:
     zts = "only" if args.zts_only else ("also" if args.zts else "")
     tags = tuple(t for t in (args.zts_tags or "").split(",") if t)
     return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None,
-                    zts=zts, zts_tags=tags, suite_from=[Path(d) for d in args.suite_from])
+                    zts=zts, zts_tags=tags, suite_from=[Path(d) for d in args.suite_from],
+                    zts_from=[Path(d) for d in args.zts_from])
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -168,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--suite-from", action="append", default=[], metavar="DIR",
                     help="judge the suite's side from an earlier `suite bugs` results folder "
                          "instead of running it (repeatable; the newest session per bug wins)")
+    kb.add_argument("--zts-from", action="append", default=[], metavar="DIR",
+                    help="read ZTS's side from an earlier `suite bugs --zts` results folder "
+                         "instead of running it (repeatable; the newest run per commit wins)")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

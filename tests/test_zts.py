@@ -278,3 +278,30 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
                        suite_from=[old / "bugs-1"])
     md = next((tmp_path / "new2").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE" in md
+
+
+def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch):
+    import os
+
+    from suite.report import knownbugs, ztsbugs
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
+    monkeypatch.setattr(knownbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    for n, (stamp, text) in enumerate([("1", CONSOLE.replace("[FAIL]", "[PASS]")),
+                                       ("2", CONSOLE)]):
+        d = tmp_path / "old" / f"bugs-{stamp}" / "zts" / "eb75ba1c586"
+        case = d / "run" / "cases" / "test_zts_tag_async_"
+        case.mkdir(parents=True)
+        report.save(report.parse(text), case / report.RESULTS_FILE, {"tag": "async"})
+        (d / "junit.xml").write_text('<testsuites><testsuite name="pytest" tests="1" '
+                                     'failures="1"/></testsuites>')
+        os.utime(d / "junit.xml", (1000 + n, 1000 + n))
+    z = ztsbugs.read_zts_at("eb75ba1c5860566178d615b1a170206b450c95f9", [tmp_path / "old"])
+    assert z.ran == 6 and z.unexpected == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
+    assert "no earlier ZTS run" in ztsbugs.read_zts_at("39991b06fea", [tmp_path / "old"]).describe()
+    rc = knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
+                            roles=["bad"], zts_from=[tmp_path / "old"])
+    md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
+    assert "| eb75ba1c586 | INCONCLUSIVE: not run here (ZTS only) | 2 unexpected of 6" in md
+    assert "| 39991b06fea | INCONCLUSIVE: not run here (ZTS only) | INCONCLUSIVE: no earlier" in md
+    assert rc == 1

@@ -18,7 +18,8 @@ kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 (``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h). With ``--zts``, OpenZFS's own
 tests run at each bad commit too, and a table says what each saw
 (``suite/report/ztsbugs.py``). ``--suite-from DIR`` takes the suite's side from an
-earlier run's sessions, judged again, so ``--zts-only`` can still fill both columns.
+earlier run's sessions, judged again, so ``--zts-only`` can still fill both columns;
+``--zts-from DIR`` reads ZTS's side from earlier runs the same way.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from suite import paths
 from suite.report.sessions import count, run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
-from suite.report.ztsbugs import ZtsAt, run_zts_at, table as ztsbugs_table
+from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
 from suite.source import series
 
 
@@ -118,10 +119,12 @@ def judge_earlier(o: "Outcome", spec: SymptomSpec | None, roots: list[Path]) -> 
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
              roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = (),
-             suite_from: list[Path] = ()) -> int:
+             suite_from: list[Path] = (), zts_from: list[Path] = ()) -> int:
     """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone.
     ``suite_from``: earlier ``suite bugs`` results whose sessions give the suite's
-    side (judged again against today's symptoms) instead of running them."""
+    side (judged again against today's symptoms) instead of running them;
+    ``zts_from`` the same for ZTS's side (implies the ZTS table)."""
+    zts = zts or ("only" if zts_from else "")
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -140,12 +143,13 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             o = Outcome(b.id, commit[:11], role)
             out.append(o)
             if zts and role == "bad" and o.commit not in ztsruns:    # once per commit
-                ztsruns[o.commit] = run_zts_at(name, commit, root, extra, zts_tags)
+                ztsruns[o.commit] = (read_zts_at(commit, list(zts_from)) if zts_from else
+                                     run_zts_at(name, commit, root, extra, zts_tags))
             if suite_from:
                 judge_earlier(o, b.symptom, list(suite_from))
                 continue
             if zts == "only":
-                o.problem = "not run here (--zts-only)"
+                o.problem = "not run here (ZTS only)"
                 continue
             if b.symptom is None:
                 o.problem = f"{b.id} declares no [bugs.symptom] in {m.path}: nothing to judge by"
@@ -175,6 +179,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
         (root / "zts-vs-suite.md").write_text(md)
         print("\nZTS and this suite at each bad commit (" + str(root / "zts-vs-suite.md") +
               "):\n" + md)
-    if zts == "only":
-        return 0 if all(z.ran and not z.problem for z in ztsruns.values()) else 1
-    return 0 if all(o.ok for o in out) else 1
+    zts_ok = all(z.ran and not z.problem for z in ztsruns.values())
+    suite_ok = all(o.ok for o in out)
+    if zts == "only":               # the suite's side counts only when it was read
+        return 0 if zts_ok and (suite_ok or not suite_from) else 1
+    return 0 if suite_ok else 1

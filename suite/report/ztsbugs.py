@@ -10,7 +10,9 @@ lane alone. The table that answers a maintainer:
 ZTS is credited with a bug only through a test that failed unexpectedly at the
 bad commit; whether that failure is the bug's own symptom a human must read (the
 test's log is in the results), so the table lists the tests, it does not claim.
-Runs at one commit are shared by every bug that has it.
+Runs at one commit are shared by every bug that has it. ``--zts-from DIR`` reads
+ZTS's side from earlier runs instead (``read_zts_at``), and ``--suite-from`` the
+suite's, so the table can be put together from runs made at different times.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import zts
-from suite.report.sessions import run_cases, skip_reasons
+from suite.report.sessions import count, run_cases, skip_reasons
 
 
 @dataclass
@@ -55,6 +57,15 @@ def read_session(results: Path) -> tuple[int, list[str]]:
     return ran, bad
 
 
+def _judge(out: ZtsAt, results: Path, tests: int | None, problem: str) -> ZtsAt:
+    out.results = str(results)
+    out.ran, out.unexpected = read_session(results)
+    out.absent = skip_reasons(results / "junit.xml")
+    out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
+                              "(see pytest.log)")
+    return out
+
+
 def run_zts_at(name: str, commit: str, root: Path, extra: list[str],
                tags: tuple[str, ...] = ()) -> ZtsAt:
     out = ZtsAt(commit[:11])
@@ -64,13 +75,23 @@ def run_zts_at(name: str, commit: str, root: Path, extra: list[str],
     tests, problem, out.seconds = run_cases(
         ["-m", "zts", *k, "--series", f"{name}@{commit[:11]}"], results, extra,
         targets=[str(paths.PROJECT_ROOT / "cases" / "test_zts.py")])
-    out.results = str(results)
-    out.ran, out.unexpected = read_session(results)
-    out.absent = skip_reasons(results / "junit.xml")
-    out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
-                              "(see pytest.log)")
+    _judge(out, results, tests, problem)
     print(f"<== ZTS at {commit[:11]}: {out.describe()} in {out.seconds:.0f}s; {results}",
           flush=True)
+    return out
+
+
+def read_zts_at(commit: str, roots: list[Path]) -> ZtsAt:
+    """What ZTS saw at ``commit`` in the newest earlier ``bugs --zts`` session under
+    ``roots`` (each a ``bugs-*`` folder or a results folder holding them)."""
+    c = commit[:11]
+    found = [d for r in roots for pat in (f"zts/{c}", f"bugs-*/zts/{c}")
+             for d in r.glob(pat) if (d / "junit.xml").exists()]
+    if not found:
+        return ZtsAt(c, problem="no earlier ZTS run under --zts-from")
+    d = max(found, key=lambda d: (d / "junit.xml").stat().st_mtime)
+    out = _judge(ZtsAt(c), d, sum(count(d / "junit.xml")), "")
+    print(f"<== ZTS at {c}: {out.describe()}, read from {d}", flush=True)
     return out
 
 
