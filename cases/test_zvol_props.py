@@ -99,31 +99,32 @@ NOPWRITE_SUMS = ["sha256", "sha512", "skein", "edonr", "blake3"]
 NOPWRITE = ([pytest.param(c, k, True, id=f"{c}-{k}") for c in NOPWRITE_SUMS
              for k in ("inplace", "clone")]
             + [pytest.param("sha256", k, False, id=f"sha256-{k}-dio0") for k in ("inplace", "clone")])
+# (not "dio": that name is the fixture zdio is built on)
 
 
-@pytest.mark.parametrize("checksum,shape,dio", NOPWRITE)
-def test_zvol_nopwrite_rewrite(zdio, accel, symptom, checksum, shape, dio):
+@pytest.mark.parametrize("checksum,shape,direct", NOPWRITE)
+def test_zvol_nopwrite_rewrite(zdio, accel, symptom, checksum, shape, direct):
     """Identical data rewritten where nopwrite applies (by Direct I/O, or the ARC)."""
     clone = shape == "clone"
     a, b = rewrite_and_check(zdio, accel, symptom, {"compression": "lz4", "checksum": checksum},
                              clone, f"zvol nopwrite rewrite, checksum={checksum}"
-                             f"{' on a clone' if clone else ''}, dio={int(dio)}", dio)
+                             f"{' on a clone' if clone else ''}, dio={int(direct)}", direct)
     assert a.ok and b.ok, "\n" + a.table.text() + "\n" + b.table.text()
 
 
-@pytest.mark.parametrize("dio", [True, False], ids=["dio1", "dio0"])
-def test_zvol_dedup_rewrite(zdio, accel, symptom, dio):
+@pytest.mark.parametrize("direct", [True, False], ids=["dio1", "dio0"])
+def test_zvol_dedup_rewrite(zdio, accel, symptom, direct):
     a, b = rewrite_and_check(zdio, accel, symptom, {"dedup": "on", "checksum": "sha256"},
-                             False, f"zvol dedup=on rewrite, dio={int(dio)}", dio)
+                             False, f"zvol dedup=on rewrite, dio={int(direct)}", direct)
     assert a.ok and b.ok, "\n" + a.table.text() + "\n" + b.table.text()
 
 
-@pytest.mark.parametrize("dio", [True, False], ids=["dio1", "dio0"])
-def test_zvol_encrypted_rewrite(zdio, accel, symptom, dio):
-    need_param(zdio, dio)
+@pytest.mark.parametrize("direct", [True, False], ids=["dio1", "dio0"])
+def test_zvol_encrypted_rewrite(zdio, accel, symptom, direct):
+    need_param(zdio, direct)
     zdio.zfs.guest.run("printf 'ozfs-vmci-passphrase' > /tmp/ozfs-zvol.key", timeout=20)
     a, b = rewrite_and_check(zdio, accel, symptom, {
         "encryption": "aes-256-gcm", "keyformat": "passphrase",
         "keylocation": "file:///tmp/ozfs-zvol.key"}, False,
-        f"zvol encrypted rewrite, dio={int(dio)}", dio)
+        f"zvol encrypted rewrite, dio={int(direct)}", direct)
     assert a.ok and b.ok, "\n" + a.table.text() + "\n" + b.table.text()

@@ -102,3 +102,33 @@ def test_every_case_module_collects_and_the_opt_in_lanes_stay_out_by_default():
     assert zts and all("test_zts.py::" in n for n in zts)
     perf = collect("-m", "perf")
     assert perf and all("test_perf.py::" in n for n in perf)
+
+
+def _fixture_names() -> set[str]:
+    import suite.plugin.fixtures as fx
+    return {n for n, o in vars(fx).items()
+            if "Fixture" in type(o).__name__ or hasattr(o, "_pytestfixturefunction")}
+
+
+def _param_names(path: Path) -> set[str]:
+    """The argnames of every ``@pytest.mark.parametrize("a,b", ...)`` in a module."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parametrize" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out |= {a.strip() for a in node.args[0].value.split(",")}
+    return out
+
+
+def test_no_case_parameter_shadows_a_fixture(tmp_path):
+    """A parameter named like a fixture silently replaces it for the whole case, and
+    for every fixture built on it (``dio`` under ``zdio``: the case errors in setup
+    with the parameter's value where the bench should be)."""
+    fixtures = _fixture_names()
+    assert {"dio", "zdio", "accel"} <= fixtures
+    bad = {p.name: sorted(_param_names(p) & fixtures) for p in (SUITE.parent / "cases").glob("*.py")}
+    assert not {k: v for k, v in bad.items() if v}
+    broken = tmp_path / "case.py"
+    broken.write_text('import pytest\n@pytest.mark.parametrize("checksum,dio", [])\ndef test_x(): ...\n')
+    assert _param_names(broken) & fixtures == {"dio"}
