@@ -42,9 +42,8 @@ def _writes(zdio, zv, how: str, size: str, dio: int) -> tuple[Plan, list]:
         c = cond(label, "libaio", via="", optional=(ZVOL_PARAM,), **{ZVOL_PARAM: dio})
     chunk = VBS // 2 if size == "half-block" else 2 * VBS
     reqs = block_requests(zv, "write", c, zdio.counter_specs("write"), "w",
-                          write_seed="acked", chunk=chunk)[:BLOCKS // 2]
+                          write_seed="acked", chunk=chunk, have=zdio.have_params)[:BLOCKS // 2]
     for r in reqs:
-        r.params = {k: v for k, v in r.params.items() if k in zdio.have_params}
         if how == "dsync":
             r.vectored, r.rw_flags = True, RWF_DSYNC
     return Plan([FileSpec(zv.dev, zv.size, "base", create=False)], reqs), [c]

@@ -76,7 +76,7 @@ def rewrite_and_check(zdio, accel, symptom, props: dict[str, str], clone: bool, 
     existing = FileSpec(zv.dev, zv.size, seed, create=False)
     write = DIO_WRITE if dio else ARC_WRITE
     reqs = block_requests(zv, "write", write, zdio.counter_specs("write"), "w",
-                          write_seed=seed)
+                          write_seed=seed, have=zdio.have_params)
     conds = [write, *([DIO_READ] if dio else []), ARC_READ]
     first = zdio.run_plan(title, Plan([existing], reqs), conds[:1], {write.label:
                           expect_correct}, [f"{zv.name} ({zv.dev}) {props}: every block "
@@ -84,7 +84,8 @@ def rewrite_and_check(zdio, accel, symptom, props: dict[str, str], clone: bool, 
     sync_pool(zdio, accel, symptom, "after the identical rewrite")
     written = z.zfs("get", "-Hp", "-o", "value", "written", zv.name, check=False).stdout.strip()
     reads = [r for c in conds[1:] for r in block_requests(
-        zv, "read", c, zdio.counter_specs("read"), "rd" if dio_on(c) else "ra")]
+        zv, "read", c, zdio.counter_specs("read"), "rd" if dio_on(c) else "ra",
+        have=zdio.have_params)]
     second = zdio.run_plan(f"{title}: read back after sync", Plan([existing], reads),
                            conds[1:], {c.label: expect_correct for c in conds[1:]},
                            [f"'written' of {zv.name} after the rewrite synced: {written} B "

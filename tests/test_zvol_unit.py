@@ -159,3 +159,19 @@ def test_udev_is_kept_off_the_zvols_and_settled_after_each_new_device():
     settle(G())
     assert 'KERNEL=="zd*", OPTIONS+="nowatch"' in ran[0] and UDEV_RULE in ran[0]
     assert "reload-rules" in ran[0] and "udevadm settle" in ran[1]
+
+
+def test_block_requests_leave_out_what_a_stock_build_lacks():
+    """Stock OpenZFS has no zvol_dio_enabled: a dio=0 row runs there without it
+    (the engine would call the trial unproven for a parameter it could not set)."""
+    from suite.casekit.zvol import Zvol, block_requests
+    zv = Zvol("tank/v", "/dev/zd0", 4096, 3 * 4096)
+    off = cond("dio=0", "libaio", via="", optional=(ZVOL_PARAM,), **{ZVOL_PARAM: 0})
+    on = cond("dio=1", "libaio", via="", **{ZVOL_PARAM: 1})
+    stock = block_requests(zv, "write", off, {}, "w", have={"zfs_dio_strict"})
+    assert [r.offset for r in stock] == [0, 4096, 8192] and all(r.params == {} for r in stock)
+    series = block_requests(zv, "write", off, {}, "w", have={ZVOL_PARAM})
+    assert all(r.params == {ZVOL_PARAM: 0} for r in series)
+    # a required parameter stays, so the engine reports the trial it could not arm
+    assert block_requests(zv, "read", on, {}, "r", have=set())[0].params == {ZVOL_PARAM: 1}
+    assert block_requests(zv, "read", off, {}, "r")[0].params == {ZVOL_PARAM: 0}

@@ -164,14 +164,18 @@ __all__ = ["ZVOL_PARAM", "ZVOL_PROPS", "SIZES", "Zvol", "create_zvol", "zvol_cou
 
 
 def block_requests(zv: Zvol, op: str, c: Condition, counters: dict, tag: str,
-                   write_seed: object = None, chunk: int = 0) -> list:
+                   write_seed: object = None, chunk: int = 0,
+                   have: set[str] | None = None) -> list:
     """One request per ``chunk`` (default: one block) over the whole zvol, under
     condition ``c``; ``write_seed``: the bytes a write puts (the same seed as the
-    zvol's contents rewrites them identically, the nopwrite shape)."""
+    zvol's contents rewrites them identically, the nopwrite shape). ``have``: the
+    build's parameters; ``c``'s optional ones it lacks are left out (stock)."""
     from suite.ioengine.plan import Request, Segment
     step = chunk or zv.volblocksize
+    params = {k: v for k, v in c.params
+              if have is None or k in have or k not in c.optional}
     return [Request(id=f"{tag}-{off // step:04d}", file=zv.dev, segments=[Segment(step, 0)],
                     interface=c.interface, op=op, offset=off, o_direct=not c.buffered,
-                    flush=c.buffered, condition=c.label, params=dict(c.params),
+                    flush=c.buffered, condition=c.label, params=dict(params),
                     counters=counters, write_seed=write_seed)
             for off in range(0, zv.size, step)]
