@@ -266,8 +266,9 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
     _earlier_bugs_run(old / "bugs-1", "preadv-freed-iovec", node, ctl, 1000)
     newest = _earlier_bugs_run(old / "bugs-2", "preadv-freed-iovec", node,
                                [Symptom("EINVAL", "10/14", "async=1 strict=1")], 2000)
-    assert knownbugs.earlier_session("preadv-freed-iovec", "bad", [old]) == newest
-    assert knownbugs.earlier_session("preadv-freed-iovec", "bad", [old / "bugs-1"]) != newest
+    from suite.report.sessions import newest_session
+    assert newest_session([old], "preadv-freed-iovec/bad") == newest
+    assert newest_session([old / "bugs-1"], "preadv-freed-iovec/bad") != newest
     knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
                        roles=["bad"], zts="only", suite_from=[old])
     md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()

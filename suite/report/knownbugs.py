@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report.sessions import count, run_cases
+from suite.report.sessions import count, newest_session, run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
 from suite.source import series
@@ -94,17 +94,9 @@ def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> 
     return cases, problem
 
 
-def earlier_session(bug: str, role: str, roots: list[Path]) -> Path | None:
-    """The newest session folder ``<bugs-*>/<bug>/<role>`` with a JUnit report under
-    ``roots`` (each a ``bugs-*`` folder or a results folder holding them)."""
-    found = [d for r in roots for pat in (f"{bug}/{role}", f"bugs-*/{bug}/{role}")
-             for d in r.glob(pat) if (d / "junit.xml").exists()]
-    return max(found, key=lambda d: (d / "junit.xml").stat().st_mtime, default=None)
-
-
 def judge_earlier(o: "Outcome", spec: SymptomSpec | None, roots: list[Path]) -> None:
     """Fill ``o`` from an earlier ``suite bugs`` session instead of running one."""
-    d = earlier_session(o.bug, o.role, roots)
+    d = newest_session(roots, f"{o.bug}/{o.role}")
     if d is None:
         o.problem = "no earlier run under --suite-from"
         return

@@ -46,6 +46,15 @@ def skip_reasons(junit: Path) -> list[str]:
         return []
     return [sk.get("message", "").removeprefix("Skipped: ")
             for sk in ET.parse(junit).getroot().iter("skipped")]
+def newest_session(roots: list[Path], rel: str) -> Path | None:
+    """The newest session folder ``rel`` (e.g. ``<bug>/bad``, ``zts/<commit>``) with a
+    JUnit report under ``roots``, each a ``bugs-*`` folder or a results folder holding
+    them: how a table is put together from runs made at different times."""
+    found = [d for r in roots for pat in (rel, f"bugs-*/{rel}")
+             for d in r.glob(pat) if (d / "junit.xml").exists()]
+    return max(found, key=lambda d: (d / "junit.xml").stat().st_mtime, default=None)
+
+
 def run_cases(args: list[str], results: Path, extra: list[str] = (),
               timeout: float = SESSION_TIMEOUT,
               targets: list[str] | None = None) -> tuple[int | None, str, float]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import zts
-from suite.report.sessions import count, run_cases, skip_reasons
+from suite.report.sessions import count, newest_session, run_cases, skip_reasons
 
 
 @dataclass
@@ -85,11 +85,9 @@ def read_zts_at(commit: str, roots: list[Path]) -> ZtsAt:
     """What ZTS saw at ``commit`` in the newest earlier ``bugs --zts`` session under
     ``roots`` (each a ``bugs-*`` folder or a results folder holding them)."""
     c = commit[:11]
-    found = [d for r in roots for pat in (f"zts/{c}", f"bugs-*/zts/{c}")
-             for d in r.glob(pat) if (d / "junit.xml").exists()]
-    if not found:
+    d = newest_session(roots, f"zts/{c}")
+    if d is None:
         return ZtsAt(c, problem="no earlier ZTS run under --zts-from")
-    d = max(found, key=lambda d: (d / "junit.xml").stat().st_mtime)
     out = _judge(ZtsAt(c), d, sum(count(d / "junit.xml")), "")
     print(f"<== ZTS at {c}: {out.describe()}, read from {d}", flush=True)
     return out
