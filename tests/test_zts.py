@@ -148,6 +148,25 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
     assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")
 
 
+def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tmp_path):
+    from suite.report import ztsbugs
+    case = tmp_path / "run" / "cases" / "test_zts_tag_async_"
+    case.mkdir(parents=True)
+    quiet = report.parse(CONSOLE.replace("[FAIL]", "[PASS]").replace("[KILLED]", "[PASS]"))
+    only = ["async_write_002_pos", "async_write_003_pos"]
+    report.save(quiet, case / report.RESULTS_FILE, {"tag": "async", "only": only})
+    z = ztsbugs._judge(ztsbugs.ZtsAt("dc643dc2041"), tmp_path, 1, "")
+    assert z.describe() == ("all 6 (only async_write_002_pos, async_write_003_pos) "
+                            "as expected (saw nothing)")
+    report.save(quiet, case / report.RESULTS_FILE, {"tag": "async", "partial": True})
+    z = ztsbugs._judge(ztsbugs.ZtsAt("dc643dc2041"), tmp_path, 1, "")
+    assert z.describe() == "INCONCLUSIVE: cut short after 6, all as expected so far"
+    report.save(report.parse(CONSOLE), case / report.RESULTS_FILE,
+                {"tag": "async", "partial": True})
+    z = ztsbugs._judge(ztsbugs.ZtsAt("dc643dc2041"), tmp_path, 1, "")
+    assert z.describe().startswith("2 unexpected of 6, then cut short: direct/dio_mmap FAIL")
+
+
 def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
     from suite.report import ztsbugs
     from suite.report.sessions import skip_reasons

@@ -33,6 +33,8 @@ class ZtsAt:
     absent: list[str] = field(default_factory=list)          # why a tag was skipped
     results: str = ""
     seconds: float = 0.0
+    only: list[str] = field(default_factory=list)    # --zts-test narrowed the tag to these
+    partial: bool = False                            # cut short: later tests never ran
 
     def describe(self) -> str:
         if self.problem:
@@ -41,10 +43,14 @@ class ZtsAt:
             return "no test here (saw nothing): " + "; ".join(self.absent)
         if not self.ran:
             return "INCONCLUSIVE: ZTS ran no test"
+        scope = f" (only {', '.join(self.only)})" if self.only else ""
         if self.unexpected:
-            return f"{len(self.unexpected)} unexpected of {self.ran}: " + \
+            cut = ", then cut short" if self.partial else ""
+            return f"{len(self.unexpected)} unexpected of {self.ran}{scope}{cut}: " + \
                 ", ".join(self.unexpected)
-        return f"all {self.ran} as expected (saw nothing)"
+        if self.partial:       # silence so far is not a pass: the rest never ran
+            return f"INCONCLUSIVE: cut short after {self.ran}{scope}, all as expected so far"
+        return f"all {self.ran}{scope} as expected (saw nothing)"
 
 
 def read_session(results: Path) -> tuple[int, list[str]]:
@@ -57,9 +63,21 @@ def read_session(results: Path) -> tuple[int, list[str]]:
     return ran, bad
 
 
+def read_scope(results: Path) -> tuple[list[str], bool]:
+    """(the tests ``--zts-test`` narrowed the run to, whether it was cut short)."""
+    only: list[str] = []
+    partial = False
+    for f in sorted(results.glob(f"*/cases/*/{zts.RESULTS_FILE}")):
+        meta, _ = zts.load(f)
+        only += [t for t in meta.get("only") or [] if t not in only]
+        partial = partial or bool(meta.get("partial"))
+    return only, partial
+
+
 def _judge(out: ZtsAt, results: Path, tests: int | None, problem: str) -> ZtsAt:
     out.results = str(results)
     out.ran, out.unexpected = read_session(results)
+    out.only, out.partial = read_scope(results)
     out.absent = skip_reasons(results / "junit.xml")
     out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
                               "(see pytest.log)")
