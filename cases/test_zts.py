@@ -60,7 +60,7 @@ def test_zts_tag(zts_tag, zts_tests, zfs_guest, zfs_build, guests, accel, case_d
     g.pool_spec = None
     g.fit = False           # a chroot, a test user, ZTS's leftovers: the next case boots afresh
     meta = {"tag": tag, "build": zfs_build.key, "describe": zfs_build.source["describe"],
-            "only": zts_tests}
+            "only": zts_tests, "lbs": g.shape.lbs}
     try:
         run = zts.run_tags(zfs_guest, zfs_build, [tag], case_dir / "zts", accel.scale,
                            timeout=accel.deadline(TAG_BUDGET[tag]), tests=zts_tests)

@@ -325,3 +325,35 @@ def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch)
     assert "| eb75ba1c586 | INCONCLUSIVE: not run here (ZTS only) | 2 unexpected of 6" in md
     assert "| 39991b06fea | INCONCLUSIVE: not run here (ZTS only) | INCONCLUSIVE: no earlier" in md
     assert rc == 1
+
+
+def test_zts_lbs_changes_only_the_zts_guests_sector_size(tmp_path):
+    """``--zts-lbs 512`` gives ZTS the 512-byte sectors of OpenZFS's loop-file CI;
+    the suite's own cases keep the sector size they ask for."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "test_shape.py").write_text(
+        "import json, pytest\n"
+        "from suite.plugin.fixtures import shape_of\n"
+        "@pytest.mark.zts\n@pytest.mark.guest(nvme=4, size_mib=4096)\n"
+        "def test_zts_shape(request):\n"
+        "    print('SHAPE', request.node.name, json.dumps(shape_of(request.node).lbs))\n"
+        "@pytest.mark.guest(nvme=2, lbs=4096)\n"
+        "def test_case_shape(request):\n"
+        "    print('SHAPE', request.node.name, json.dumps(shape_of(request.node).lbs))\n")
+
+    def shapes(*args: str) -> dict[str, int]:
+        r = subprocess.run([sys.executable, "-m", "pytest", str(tmp_path), "-p", "suite.plugin",
+                            "-p", "no:cacheprovider", "-s", "-q", "--results",
+                            str(tmp_path / "results"), "-m", "zts or not zts", *args],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**__import__("os").environ, "PYTHONPATH": str(root),
+                                "OZFS_VMCI_CACHE": str(tmp_path / "cache")})
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        import re
+        return {m[1]: int(m[2]) for m in re.finditer(r"SHAPE (\S+) (\d+)", r.stdout)}
+
+    assert shapes() == {"test_zts_shape": 4096, "test_case_shape": 4096}
+    assert shapes("--zts-lbs", "512") == {"test_zts_shape": 512, "test_case_shape": 4096}

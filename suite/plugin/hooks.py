@@ -65,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--zts-test", action="append", default=[], metavar="NAME",
                 help="ZTS lane: run only this ZTS test (dio_loopback_dev or "
                      "functional/direct/dio_loopback_dev; repeatable), in its tag's case")
+    g.addoption("--zts-lbs", type=int, default=None, choices=[512, 4096], metavar="BYTES",
+                help="ZTS lane: the guest's NVMe sector size (default 4096, like real NVMe; "
+                     "512 is what OpenZFS's CI gives ZTS with its loop-device files)")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
@@ -127,9 +130,13 @@ def case_dir_of(config: pytest.Config, nodeid: str) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lbs = config.getoption("zts_lbs")
     for item in items:
         if "zfs_build" in getattr(item, "fixturenames", ()):
             item.add_marker(CASE_MARK)
+        shape = item.get_closest_marker("guest")
+        if lbs and shape and item.get_closest_marker("zts"):   # in front: closest wins
+            item.add_marker(pytest.mark.guest(**{**shape.kwargs, "lbs": lbs}), append=False)
     # Benchmarks and ZTS run only when asked for by marker (-m perf, -m zts).
     for marker in OPT_IN:
         if not asks_for(config, marker):
