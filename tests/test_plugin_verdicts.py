@@ -49,6 +49,18 @@ def test_unreachable_source_errors_the_cases_and_fails_the_run(pytester):
     assert v["outcome"] == "error" and v["symptoms"][0]["kind"] == "setup"
 
 
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_builds_progress_reaches_the_terminal_as_it_happens(pytester, workers):
+    """Not held back in the case's captured output, nor lost in an xdist worker: a
+    first run must not sit silent for the minutes a cold build takes."""
+    pytester.makepyfile(test_case="def test_case(zfs_build):\n    pass\n")
+    res = run(pytester, "--zfs-source", "https://example.invalid/zfs", "--offline", *workers)
+    res.assert_outcomes(errors=1)
+    live = res.stderr.str()
+    assert "==> resolve source and series" in live
+    assert "<== resolve source and series: FAILED" in live
+
 SKIPPING = '''
 import pytest
 

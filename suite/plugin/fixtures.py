@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -60,6 +61,16 @@ def run_ctx(request: pytest.FixtureRequest) -> RunCtx:
     return RunCtx(c, run_dir, worker, opts, c.getoption("trials"), c.getoption("keep_vm"))
 
 
+@contextmanager
+def live(config: pytest.Config) -> Iterator[None]:
+    """Let a long step's progress reach the terminal as it happens: pytest captures a
+    fixture's output until the case ends, and an xdist worker's reaches the controller
+    only when uncaptured. Without this, the first run sits silent through the build."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman else nullcontext():
+        yield
+
+
 @pytest.fixture(scope="session")
 def zfs_build(run_ctx: RunCtx) -> BuildRecord:
     """The build under test: made, or taken from the cache, for the session's options.
@@ -68,7 +79,8 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
     failure) every case errors with the reason: nothing tested is never green.
     """
     try:
-        record, built = build(run_ctx.opts)
+        with live(run_ctx.config):
+            record, built = build(run_ctx.opts)
     except SuiteError as e:
         pytest.fail(f"no OpenZFS build under test, so nothing can be tested:\n{e}",
                     pytrace=False)
