@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                          "instead of running it (repeatable; the newest session per bug wins)")
     kb.add_argument("--zts-from", action="append", default=[], metavar="DIR",
                     help="read ZTS's side from an earlier `suite bugs --zts` results folder "
-                         "instead of running it (repeatable; the newest run per commit wins)")
+                         "instead of running it (repeatable; per commit the newest run, with "
+                         "the narrowed --zts-test reruns back to the newest whole one)")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

@@ -357,3 +357,33 @@ def test_zts_lbs_changes_only_the_zts_guests_sector_size(tmp_path):
 
     assert shapes() == {"test_zts_shape": 4096, "test_case_shape": 4096}
     assert shapes("--zts-lbs", "512") == {"test_zts_shape": 512, "test_case_shape": 4096}
+
+
+def test_zts_from_merges_narrowed_reruns_back_to_the_newest_whole_run(tmp_path):
+    """A tag run whole, then some of its tests again (``--zts-test``): the table counts
+    every test once, the newer result winning; a run on other sectors stays out."""
+    import os
+
+    from suite.report import ztsbugs
+
+    def session(stamp: int, text: str, meta: dict) -> None:
+        d = tmp_path / f"bugs-{stamp}" / "zts" / "dc643dc2041"
+        case = d / "run" / "cases" / "test_zts_tag_async_"
+        case.mkdir(parents=True)
+        report.save(report.parse(text), case / report.RESULTS_FILE, {"tag": "async", **meta})
+        (d / "junit.xml").write_text('<testsuites><testsuite name="pytest" tests="1"/>'
+                                     '</testsuites>')
+        os.utime(d / "junit.xml", (1000 + stamp, 1000 + stamp))
+
+    mmap_only = "\n".join(ln for ln in CONSOLE.splitlines()
+                          if "dio_mmap" in ln and "[FAIL]" in ln).replace("[FAIL]", "[PASS]")
+    session(1, CONSOLE.replace("[FAIL]", "[PASS]"), {})          # superseded by run 2
+    session(2, CONSOLE, {})                                        # whole: mmap FAIL, random KILLED
+    session(3, CONSOLE.replace("[KILLED]", "[PASS]"),                # other sectors: left out
+            {"lbs": 512, "only": ["functional/direct/dio_random"]})
+    session(4, mmap_only, {"only": ["functional/direct/dio_mmap"]})  # mmap again: PASS
+    z = ztsbugs.read_zts_at("dc643dc2041", [tmp_path])
+    assert z.ran == 6 and z.unexpected == ["direct/dio_random KILLED"]
+    assert z.only == [] and "bugs-2" in z.results and "bugs-4" in z.results
+    assert "bugs-1" not in z.results and "bugs-3" not in z.results
+    assert z.describe() == "1 unexpected of 6: direct/dio_random KILLED"

@@ -46,13 +46,18 @@ def skip_reasons(junit: Path) -> list[str]:
         return []
     return [sk.get("message", "").removeprefix("Skipped: ")
             for sk in ET.parse(junit).getroot().iter("skipped")]
+def sessions_newest_first(roots: list[Path], rel: str) -> list[Path]:
+    """Every session folder ``rel`` (e.g. ``<bug>/bad``, ``zts/<commit>``) with a JUnit
+    report under ``roots``, each a ``bugs-*`` folder or a results folder holding them,
+    newest first: how a table is put together from runs made at different times."""
+    found = {d for r in roots for pat in (rel, f"bugs-*/{rel}")
+             for d in r.glob(pat) if (d / "junit.xml").exists()}
+    return sorted(found, key=lambda d: (d / "junit.xml").stat().st_mtime, reverse=True)
+
+
 def newest_session(roots: list[Path], rel: str) -> Path | None:
-    """The newest session folder ``rel`` (e.g. ``<bug>/bad``, ``zts/<commit>``) with a
-    JUnit report under ``roots``, each a ``bugs-*`` folder or a results folder holding
-    them: how a table is put together from runs made at different times."""
-    found = [d for r in roots for pat in (rel, f"bugs-*/{rel}")
-             for d in r.glob(pat) if (d / "junit.xml").exists()]
-    return max(found, key=lambda d: (d / "junit.xml").stat().st_mtime, default=None)
+    found = sessions_newest_first(roots, rel)
+    return found[0] if found else None
 
 
 def run_cases(args: list[str], results: Path, extra: list[str] = (),

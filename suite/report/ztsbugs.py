@@ -21,7 +21,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import zts
-from suite.report.sessions import count, newest_session, run_cases, skip_reasons
+from suite.report.sessions import count, run_cases, sessions_newest_first, skip_reasons
 
 
 @dataclass
@@ -53,32 +53,50 @@ class ZtsAt:
         return f"all {self.ran}{scope} as expected (saw nothing)"
 
 
+@dataclass
+class Runs:
+    """ZTS results of one or more sessions at one commit, a newer result per test winning."""
+    results: dict[str, zts.ZtsResult] = field(default_factory=dict)
+    only: list[str] = field(default_factory=list)    # [] once any of them ran whole tags
+    partial: bool = False
+    lbs: set[int] = field(default_factory=set)
+
+    @property
+    def unexpected(self) -> list[str]:
+        return [f"{t.removeprefix('functional/')} {r.result}"
+                for t, r in self.results.items() if r.failed]
+
+
+def read_runs(dirs: list[Path]) -> Runs:
+    """``dirs`` oldest first: a narrowed rerun (``--zts-test``) adds to or replaces
+    what an earlier run said of the same tests."""
+    out, whole = Runs(), False
+    for d in dirs:
+        for f in sorted(d.glob(f"*/cases/*/{zts.RESULTS_FILE}")):
+            meta, res = zts.load(f)
+            out.results.update({r.test: r for r in res})
+            whole = whole or not meta.get("only")
+            out.only += [t for t in meta.get("only") or [] if t not in out.only]
+            out.partial = out.partial or bool(meta.get("partial"))
+            out.lbs.add(int(meta.get("lbs") or 4096))
+    if whole:
+        out.only = []
+    return out
+
+
 def read_session(results: Path) -> tuple[int, list[str]]:
     """(tests ran, unexpected 'test RESULT') from one ZTS session's results."""
-    ran, bad = 0, []
-    for f in sorted(results.glob(f"*/cases/*/{zts.RESULTS_FILE}")):
-        _, res = zts.load(f)
-        ran += len(res)
-        bad += [f"{r.test.removeprefix('functional/')} {r.result}" for r in res if r.failed]
-    return ran, bad
+    r = read_runs([results])
+    return len(r.results), r.unexpected
 
 
-def read_scope(results: Path) -> tuple[list[str], bool]:
-    """(the tests ``--zts-test`` narrowed the run to, whether it was cut short)."""
-    only: list[str] = []
-    partial = False
-    for f in sorted(results.glob(f"*/cases/*/{zts.RESULTS_FILE}")):
-        meta, _ = zts.load(f)
-        only += [t for t in meta.get("only") or [] if t not in only]
-        partial = partial or bool(meta.get("partial"))
-    return only, partial
-
-
-def _judge(out: ZtsAt, results: Path, tests: int | None, problem: str) -> ZtsAt:
-    out.results = str(results)
-    out.ran, out.unexpected = read_session(results)
-    out.only, out.partial = read_scope(results)
-    out.absent = skip_reasons(results / "junit.xml")
+def _judge(out: ZtsAt, results: Path | list[Path], tests: int | None, problem: str) -> ZtsAt:
+    dirs = results if isinstance(results, list) else [results]
+    runs = read_runs(dirs)
+    out.results = " + ".join(map(str, dirs))
+    out.ran, out.unexpected = len(runs.results), runs.unexpected
+    out.only, out.partial = runs.only, runs.partial
+    out.absent = [a for d in dirs for a in skip_reasons(d / "junit.xml")]
     out.problem = problem or ("" if tests else "the ZTS session wrote no JUnit report "
                               "(see pytest.log)")
     return out
@@ -100,15 +118,29 @@ def run_zts_at(name: str, commit: str, root: Path, extra: list[str],
 
 
 def read_zts_at(commit: str, roots: list[Path]) -> ZtsAt:
-    """What ZTS saw at ``commit`` in the newest earlier ``bugs --zts`` session under
-    ``roots`` (each a ``bugs-*`` folder or a results folder holding them)."""
+    """What ZTS saw at ``commit`` in earlier ``bugs --zts`` sessions under ``roots``
+    (each a ``bugs-*`` folder or a results folder holding them): the newest, plus the
+    ones before it back to the newest that ran its tags whole, on the newest's sector
+    size. So a test rerun alone (``--zts-test``) updates the whole run's row."""
     c = commit[:11]
-    d = newest_session(roots, f"zts/{c}")
-    if d is None:
+    found = sessions_newest_first(roots, f"zts/{c}")
+    if not found:
         return ZtsAt(c, problem="no earlier ZTS run under --zts-from")
-    out = _judge(ZtsAt(c), d, sum(count(d / "junit.xml")), "")
-    print(f"<== ZTS at {c}: {out.describe()}, read from {d}", flush=True)
+    lbs = _lbs(found[0])
+    dirs: list[Path] = []
+    for d in found:             # narrowed reruns back to the newest whole run, one sector size
+        if _lbs(d) != lbs:
+            continue
+        dirs.insert(0, d)
+        if not read_runs([d]).only:
+            break
+    out = _judge(ZtsAt(c), dirs, sum(count(dirs[-1] / "junit.xml")), "")
+    print(f"<== ZTS at {c}: {out.describe()}, read from {out.results}", flush=True)
     return out
+
+
+def _lbs(d: Path) -> set[int]:
+    return read_runs([d]).lbs
 
 
 def table(rows: list[tuple[str, str, str, ZtsAt | None]]) -> str:
