@@ -112,6 +112,7 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
     md = (tmp_path / "g" / "gate.md").read_text()
     assert md.splitlines()[0].endswith("**FAIL: 2 regression(s)** (exit 1)")
     assert "PREAD tail" in md and "commands.log" in md
+    assert f"| `{ok}` | unchanged pass | pass | pass |" in md
     suite = ET.parse(tmp_path / "g" / "junit.xml").getroot()
     failed = [tc for tc in suite.iter("testcase") if tc.find("failure") is not None]
     assert sorted(tc.get("name") for tc in failed) == ["test_broken", "test_feature"]

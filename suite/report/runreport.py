@@ -88,6 +88,13 @@ def markdown(g: GateRun) -> str:
             lines += [p.read_text() for p in tables]
             lines += ["open: " + ", ".join(f"`{p.relative_to(g.root)}`"
                                            for p in artifacts(g.root, "series", c.nodeid))]
+    rest = [c for c in g.classes if c.cls not in FAILING]
+    if rest:                # what passed, and why a case ran on one side only
+        lines += ["", "### The other cases", "", "| case | class | base | series | why |",
+                  "|---|---|---|---|---|"]
+        for c in sorted(rest, key=lambda c: (CLASSES.index(c.cls), c.nodeid)):
+            why = c.why.replace("|", "\\|")
+            lines.append(f"| `{c.nodeid}` | {c.cls} | {c.base} | {c.series} | {why} |")
     lines += zts_sections(g.root)
     lines += ["", "### Builds", ""]
     for side in ("base", "series"):
