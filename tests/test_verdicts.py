@@ -440,3 +440,23 @@ def test_a_tripped_engine_names_the_trial_in_flight_as_the_row(tmp_path):
     s = symptom_of_exception(e)
     assert (s.kind, s.row) == ("no-result", "io_uring async=1")
     assert "0001" in (tmp_path / "engine" / "quota.results.jsonl").read_text()
+
+
+@pytest.mark.parametrize("what, kind", [
+    ("killed by a signal while running: python3 -m suite.ioengine run p.json", "killed"),
+    ("SSH connection lost while running: python3 -m suite.ioengine run p.json", "guest-lost"),
+])
+def test_a_command_killed_by_a_signal_is_a_finding_not_infrastructure(what, kind):
+    """A gate must not call a series that makes the I/O engine die of a GPF
+    'inconclusive': only a guest that went away is infrastructure."""
+    import sys
+
+    from suite.errors import GuestError
+    from suite.plugin.hooks import symptom_of_exception
+    from suite.report.symptoms import INFRASTRUCTURE
+    try:
+        raise GuestError(what)
+    except GuestError:
+        info = pytest.ExceptionInfo.from_exc_info(sys.exc_info())
+    s = symptom_of_exception(info)
+    assert s.kind == kind and (kind in INFRASTRUCTURE) == (kind == "guest-lost")

@@ -168,6 +168,20 @@ def test_background_and_signal(booted: VM, guest: Guest) -> None:
     assert bg.done and r.rc == 7 and "got-term" in r.stdout
 
 
+
+def test_a_command_killed_by_a_signal_is_not_a_lost_guest(booted: VM, guest: Guest) -> None:
+    """sshd reports a signal death as exit-signal, which paramiko drops: the channel
+    closes with no exit status, like a guest that went away. The suite's own I/O engine
+    died so (a GPF) at a bad commit and was reported as a lost guest."""
+    t = booted.spec.accel.deadline(10)
+    with pytest.raises(GuestError, match="killed by a signal") as e:
+        guest.run("echo before; kill -SEGV $$", timeout=t)
+    assert "before" in e.value.detail
+    bg = guest.background("kill -KILL $$")
+    with pytest.raises(GuestError, match="killed by a signal"):
+        bg.wait(timeout=t)
+    assert guest.run("echo still-here", timeout=t).stdout.strip() == "still-here"
+
 def test_put_get_sftp_and_cat_fallback(booted: VM, guest: Guest, tmp_path: Path) -> None:
     data = os.urandom(300_000)
     src = tmp_path / "blob.bin"

@@ -244,8 +244,7 @@ class Background:
                              detail=tail_detail(r))
         if self._ex.lost:
             self._guest.check_alive(self._ex)   # says why, when the host can tell
-            raise GuestError(f"connection lost while running: {self.cmd}",
-                             fix="the guest may have crashed: check console.log", detail=tail_detail(r))
+            raise self._guest.lost_or_killed(self.cmd, r)
         if check and r.rc != 0:
             raise failed(r)
         return r

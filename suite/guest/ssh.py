@@ -161,6 +161,32 @@ class Guest:
                                            daemon=True)
         self._heartbeat.start()
 
+    def answers(self, timeout: float = 30.0) -> bool:
+        """Does the guest still run a command? After a channel closed without an exit
+        status this tells a command killed by a signal (sshd sends ``exit-signal``,
+        which paramiko drops) from a guest that went away."""
+        try:
+            if not self.connected:
+                return False
+            ex = self._open("true", timeout)
+            return ex.pump_until(time.monotonic() + timeout, watch=False) and ex.rc == 0
+        except Exception:  # noqa: BLE001 - no answer is the answer
+            return False
+
+    def lost_or_killed(self, cmd: str, r: "CmdResult") -> GuestError:
+        """The error for a command whose channel closed without an exit status."""
+        self.check_alive()      # says why, when the host can tell (qemu exited, stopped)
+        if self.answers():
+            return GuestError(f"killed by a signal while running: {cmd}",
+                              fix="the guest still answers, so a signal ended the command "
+                                  "(SIGSEGV, SIGKILL, ...): look for 'traps:' or 'segfault' "
+                                  "lines on the console",
+                              detail=tail_detail(r))
+        return GuestError(f"SSH connection lost while running: {cmd}",
+                          fix="the guest may have crashed or hung: check console.log and "
+                              "collect evidence",
+                          detail=tail_detail(r))
+
     # ------------------------------------------------------------------ connection
 
     def connect(self, timeout: float = 30.0) -> None:
@@ -301,10 +327,7 @@ class Guest:
         if log:
             self._log_result(r, lost=ex.lost)
         if ex.lost:
-            self.check_alive()      # says why, when the host can tell (qemu exited, stopped)
-            raise GuestError(f"SSH connection lost while running: {cmd}",
-                             fix="the guest may have crashed or hung: check console.log and collect evidence",
-                             detail=tail_detail(r))
+            raise self.lost_or_killed(cmd, r)
         if check and r.rc != 0:
             raise failed(r)
         return r

@@ -202,6 +202,8 @@ def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
     if isinstance(e, KernelTripped):        # the console finding is the symptom
         return Symptom("no-result", first, e.row)
     if isinstance(e, GuestError):
+        if first.startswith("killed by a signal"):
+            return Symptom("killed", first)     # the guest answers: not infrastructure
         lost = "stopped answering" in first or "connection lost" in first.lower()
         return Symptom("guest-lost" if lost else "guest-error", first)
     if isinstance(e, (AssertionError, pytest.fail.Exception)):

@@ -28,7 +28,9 @@ Kinds (strings, so manifests can name them):
 - guest state: ``D-state`` (with the stack functions), ``kernel:<kind>``
   (``kernel:warning``, ``kernel:hung_task``, ``kernel:lockdep``,
   ``kernel:spl_panic``, ``kernel:slub`` (a SLUB red zone or poison report), ...),
-  ``guest-lost``, ``hang`` (an operation that did not finish in its deadline);
+  ``guest-lost``, ``hang`` (an operation that did not finish in its deadline),
+  ``killed`` (a command in the guest died of a signal while the guest still answered:
+  with ``kernel:user_trap`` on the console, user memory went bad under it);
 - harness: ``guest-error``, ``not-armed``, ``setup``, ``backstop``,
   ``assertion`` (a failed assert that recorded no symptom).
 """
