@@ -153,7 +153,7 @@ def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tm
     case = tmp_path / "run" / "cases" / "test_zts_tag_async_"
     case.mkdir(parents=True)
     quiet = report.parse(CONSOLE.replace("[FAIL]", "[PASS]").replace("[KILLED]", "[PASS]"))
-    only = ["async_write_002_pos", "async_write_003_pos"]
+    only = ["functional/async/async_write_002_pos", "functional/async/async_write_003_pos"]
     report.save(quiet, case / report.RESULTS_FILE, {"tag": "async", "only": only})
     z = ztsbugs._judge(ztsbugs.ZtsAt("dc643dc2041"), tmp_path, 1, "")
     assert z.describe() == ("all 6 (only async_write_002_pos, async_write_003_pos) "

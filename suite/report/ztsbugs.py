@@ -43,7 +43,7 @@ class ZtsAt:
             return "no test here (saw nothing): " + "; ".join(self.absent)
         if not self.ran:
             return "INCONCLUSIVE: ZTS ran no test"
-        scope = f" (only {', '.join(self.only)})" if self.only else ""
+        scope = f" (only {', '.join(t.rsplit('/', 1)[-1] for t in self.only)})" if self.only else ""
         if self.unexpected:
             cut = ", then cut short" if self.partial else ""
             return f"{len(self.unexpected)} unexpected of {self.ran}{scope}{cut}: " + \
