@@ -134,8 +134,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "zfs_build" in getattr(item, "fixturenames", ()):
             item.add_marker(CASE_MARK)
-        shape = item.get_closest_marker("guest")
-        if lbs and shape and item.get_closest_marker("zts"):   # in front: closest wins
+        shape = item.get_closest_marker("guest") if lbs else None
+        if shape and item.get_closest_marker("zts"):   # in front: the closest mark wins
             item.add_marker(pytest.mark.guest(**{**shape.kwargs, "lbs": lbs}), append=False)
     # Benchmarks and ZTS run only when asked for by marker (-m perf, -m zts).
     for marker in OPT_IN:

@@ -46,6 +46,8 @@ def skip_reasons(junit: Path) -> list[str]:
         return []
     return [sk.get("message", "").removeprefix("Skipped: ")
             for sk in ET.parse(junit).getroot().iter("skipped")]
+
+
 def sessions_newest_first(roots: list[Path], rel: str) -> list[Path]:
     """Every session folder ``rel`` (e.g. ``<bug>/bad``, ``zts/<commit>``) with a JUnit
     report under ``roots``, each a ``bugs-*`` folder or a results folder holding them,

@@ -126,21 +126,17 @@ def read_zts_at(commit: str, roots: list[Path]) -> ZtsAt:
     found = sessions_newest_first(roots, f"zts/{c}")
     if not found:
         return ZtsAt(c, problem="no earlier ZTS run under --zts-from")
-    lbs = _lbs(found[0])
+    runs = {d: read_runs([d]) for d in found}      # each session read once
     dirs: list[Path] = []
     for d in found:             # narrowed reruns back to the newest whole run, one sector size
-        if _lbs(d) != lbs:
+        if runs[d].lbs != runs[found[0]].lbs:
             continue
         dirs.insert(0, d)
-        if not read_runs([d]).only:
+        if not runs[d].only:
             break
     out = _judge(ZtsAt(c), dirs, sum(count(dirs[-1] / "junit.xml")), "")
     print(f"<== ZTS at {c}: {out.describe()}, read from {out.results}", flush=True)
     return out
-
-
-def _lbs(d: Path) -> set[int]:
-    return read_runs([d]).lbs
 
 
 def table(rows: list[tuple[str, str, str, ZtsAt | None]]) -> str:
