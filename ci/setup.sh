@@ -13,7 +13,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "ci/setup.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q "${missing[@]}"
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 python3 -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "Running pip as the 'root'" || true
 python3 -c "import virtme_ng, paramiko, xdist, pytest"

@@ -108,7 +108,7 @@ def install_missing() -> None:
     if missing:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-q", *missing], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], check=True, env=env)
     for prof in sorted(paths.vmimages_dir().glob("*.toml")):
         try:
             resolve_kernel(prof.stem, allow_install=False)

@@ -49,6 +49,11 @@ class GuestError(SuiteError):
     """A command in the guest failed or overran its deadline."""
 
 
+class HarnessStepError(SuiteError):
+    """A step of the harness's own (not the case's) failed or hung the guest:
+    infrastructure, never a finding about the build."""
+
+
 class KernelTripped(GuestError):
     """The guest kernel reported a dead thread (a failed VERIFY, an oops) while a
     command waited: it will not finish, so the wait ends now, not at its deadline."""

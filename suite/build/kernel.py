@@ -168,7 +168,7 @@ def install(profile: Profile) -> None:
         subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True,
                            timeout=APT_TIMEOUT)
         pkgs = apt_packages(profile)
-    cmd = ["apt-get", "install", "-y", "-q", *pkgs]
+    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *pkgs]
     if not can:
         raise KernelError(f"kernel profile {profile.name} is not installed",
                           fix=" ".join(cmd))

@@ -34,11 +34,21 @@ class Observation:
     stuck: list[DTask] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     teardown_problem: str = ""
+    harness: str = ""                   # a harness step failed or hung the guest
+    harness_findings: list[Finding] = field(default_factory=list)
 
     def verdict(self) -> tuple[str, list[Symptom]]:
         """(reason the guest is unfit, or ''; symptoms for the case's verdict)."""
         reasons: list[str] = []
         symptoms: list[Symptom] = []
+        if self.harness:
+            # The harness's, not the case's: what the kernel printed since the step
+            # began is its evidence, never a kernel:* finding about the build.
+            said = "; ".join(f"{f.kind}: {f.line.strip()[:160]}"
+                             for f in self.harness_findings[:3])
+            reasons.append(self.harness)
+            symptoms.append(Symptom("harness", self.harness + (f" (the kernel then "
+                                                               f"reported {said})" if said else "")))
         if not self.alive:
             reasons.append("guest stopped answering")
             symptoms.append(Symptom("guest-lost", "the guest stopped answering after the case"))

@@ -9,19 +9,22 @@ and give it back.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Iterator
 
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import COUNTER_PARAMS
-from suite.errors import GuestError, SuiteError
+from suite.errors import GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.evidence import Evidence, collect_evidence
+from suite.guest.probes import Kprobes
 from suite.guest.ssh import virtme_key
 from suite.guest.zfs import PoolSpec, Zfs
 from suite.report.symptoms import Symptom
 from suite.vm.accel import Accel
-from suite.vm.console import ConsoleWatcher
+from suite.vm.console import ConsoleWatcher, Finding
 
 # Console findings after which a waiting command will not finish (a thread died
 # holding its I/O): the wait ends at once (KernelTripped), not at its deadline.
@@ -54,6 +57,19 @@ class ZfsGuest:
     pool_spec: PoolSpec | None = None   # the pool that exists in it now
     fit: bool = True
     replaced_by: "ZfsGuest | None" = None   # the guest booted on its disks after a power cut
+    probes: Kprobes | None = None       # armed once, for the guest's life (suite/guest/probes.py)
+    watch: "CaseWatch | None" = None    # the case running in it now
+
+    def kprobes(self) -> Kprobes:
+        """The guest's kprobes (armed by ``install``, never disarmed)."""
+        if self.probes is None:
+            self.probes = Kprobes(self.zfs.guest)
+        return self.probes
+
+    @property
+    def traced(self) -> bool:
+        """Kprobes are armed: every hit on their functions takes a trap."""
+        return bool(self.probes and self.probes.symbols)
 
     def latest(self) -> "ZfsGuest":
         """This guest, or the one that took over its disks after a power cut."""
@@ -68,6 +84,16 @@ class CaseWatch:
     """What is noted when a case begins, to judge the guest when it ends."""
     console: ConsoleWatcher
     params: dict[str, str]
+    harness: str = ""                   # a harness step that failed or hung: why
+    harness_from: int = 0               # console findings from this index on are its
+
+    def findings(self) -> tuple[list[Finding], list[Finding]]:
+        """(the case's console findings, those of a failed harness step)."""
+        self.console.poll()
+        found = self.console.findings
+        if not self.harness:
+            return list(found), []
+        return list(found[:self.harness_from]), list(found[self.harness_from:])
 
 
 @dataclass
@@ -91,10 +117,12 @@ class Guests:
     boots: int = 0
     kept: list[VM] = field(default_factory=list)
 
-    def acquire(self, shape: GuestShape, log: Path) -> ZfsGuest:
-        """A fit guest of ``shape`` with the build loaded and verified (srcversion)."""
+    def acquire(self, shape: GuestShape, log: Path, untraced: bool = False) -> ZfsGuest:
+        """A fit guest of ``shape`` with the build loaded and verified (srcversion);
+        ``untraced``: one with no kprobes armed (a benchmark's timings)."""
         g = self.current
-        if g is not None and (not g.fit or g.shape != shape or not g.vm.alive):
+        if g is not None and (not g.fit or g.shape != shape or not g.vm.alive
+                              or (untraced and g.traced)):
             self.recycle()
         if self.current is None:
             self.current = self._boot(shape)
@@ -149,7 +177,30 @@ class Guests:
             dead = [f for f in trip.poll() if f.kind in TRIP_KINDS]
             return f"{dead[0].kind}: {dead[0].line.strip()[:200]}" if dead else None
         g.zfs.guest.set_tripwire(tripwire)
-        return CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
+        g.watch = CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
+        return g.watch
+
+    @contextmanager
+    def harness_step(self, g: ZfsGuest, name: str) -> Iterator[None]:
+        """A step of the harness's own in the guest (arming probes, reading
+        kstats, a judge). If it fails or hangs, that is the harness's, named as
+        such: HarnessStepError (infrastructure), the guest is unfit, and the
+        kernel lines printed from the step's start on are its evidence, not the
+        case's (``CaseWatch.harness``)."""
+        w = g.watch
+        if w is not None:
+            w.console.poll()                # what came before the step is the case's
+        start = len(w.console.findings) if w is not None else 0
+        try:
+            yield
+        except SuiteError as e:
+            g.fit = False
+            problem = f"the harness step '{name}' did not finish: {e.what}"
+            if w is not None and not w.harness:
+                w.harness, w.harness_from = problem, start
+            raise HarnessStepError(problem, fix="a harness bug, or a guest too slow for "
+                                   "it: the case proved nothing; see the evidence",
+                                   detail=e.detail) from e
 
     def end_case(self, g: ZfsGuest, watch: CaseWatch, evidence_dir: Path,
                  teardown_problem: str = "", failed: bool = False) -> CaseEnd:
@@ -168,8 +219,9 @@ class Guests:
                 stuck = stuck_tasks(g.zfs.guest, self.accel.scale)
             except GuestError:
                 alive = False
-        reason, symptoms = Observation(alive, stuck, watch.console.poll(),
-                                       teardown_problem).verdict()
+        found, harness_found = watch.findings()
+        reason, symptoms = Observation(alive, stuck, found, teardown_problem,
+                                       watch.harness, harness_found).verdict()
         if reason:
             ev = collect_evidence(g.zfs.guest if alive else None, g.vm, evidence_dir, reason,
                                   watcher=watch.console)

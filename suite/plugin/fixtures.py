@@ -24,7 +24,6 @@ from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
-from suite.guest.probes import Kprobes
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom
@@ -134,8 +133,10 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
     """A guest running the build under test, loaded and verified (srcversion);
     judged after the case, pass or fail."""
     item = request.node
+    # A benchmark times its I/O on a guest with no kprobe traps in the path.
+    untraced = bool(item.get_closest_marker("perf")) and "zdio" not in item.fixturenames
     try:
-        g = guests.acquire(shape_of(item), case_dir / "commands.log")
+        g = guests.acquire(shape_of(item), case_dir / "commands.log", untraced=untraced)
     except SuiteError as e:
         pytest.fail(f"no guest with the build under test:\n{e}", pytrace=False)
     (case_dir / "guest-shape.json").write_text(json.dumps(asdict(shape_of(item))) + "\n")
@@ -267,21 +268,18 @@ def dio(request: pytest.FixtureRequest, zfs_guest: Zfs, pool: Dataset, engine: E
 
 
 @pytest.fixture
-def zdio(dio: DioBench, zfs_guest: Zfs, guests: Guests) -> Iterator[DioBench]:
+def zdio(dio: DioBench, zfs_guest: Zfs, guests: Guests) -> DioBench:
     """A Direct I/O bench for zvols: each trial attributed by kprobe hit counts on
     the Direct I/O and ARC entry points (``suite/casekit/zvol.py``); make the
     zvols with ``create_zvol(zdio.dataset, zdio.engine, ...)``."""
-    probes = Kprobes(zfs_guest.guest)
+    g = guests.current
+    assert g is not None
+    probes = g.kprobes()            # armed once for the guest's life, never disarmed
     try:
-        quiet_udev(zfs_guest.guest)
-        probes.install(*(sym for pair in PROBES.values() for sym in pair))
+        with guests.harness_step(g, "arm the zvol path kprobes"):
+            quiet_udev(zfs_guest.guest)
+            probes.install(*(sym for pair in PROBES.values() for sym in pair))
     except SuiteError as e:
         pytest.fail(f"cannot tell the zvol paths apart in this guest:\n{e}", pytrace=False)
     dio.counter_specs = lambda op: zvol_counters(probes, op)
-    yield dio
-    g = guests.current
-    if g is not None and g.fit and g.zfs.guest is probes.guest:   # not after a power cut
-        try:
-            probes.remove()
-        except GuestError:
-            pass
+    return dio

@@ -25,7 +25,7 @@ import pytest
 
 from suite import paths
 from suite.build.pipeline import add_build_options
-from suite.errors import GuestError, KernelTripped, SuiteError, VMError
+from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
 
@@ -197,6 +197,8 @@ def symptom_of_exception(excinfo: pytest.ExceptionInfo) -> Symptom:
         return Symptom("backstop", first)
     if isinstance(e, NotArmed):
         return Symptom("not-armed", first)
+    if isinstance(e, HarnessStepError):
+        return Symptom("harness", first)
     if isinstance(e, VMError):
         return Symptom("guest-lost", first)
     if isinstance(e, KernelTripped):        # the console finding is the symptom

@@ -32,7 +32,9 @@ Kinds (strings, so manifests can name them):
   ``killed`` (a command in the guest died of a signal while the guest still answered:
   with ``kernel:user_trap`` on the console, user memory went bad under it);
 - harness: ``guest-error``, ``not-armed``, ``setup``, ``backstop``,
-  ``assertion`` (a failed assert that recorded no symptom).
+  ``assertion`` (a failed assert that recorded no symptom), ``harness`` (a step
+  of the harness's own, named in the detail, failed or hung the guest; what the
+  kernel printed from then on is its evidence, not a ``kernel:*`` finding).
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ from typing import Iterable
 
 # Kinds that never count as a catch: the case proved nothing about the kernel.
 INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error",
-                            "not-armed", "setup", "backstop", "assertion"})
+                            "not-armed", "setup", "backstop", "assertion", "harness"})
 
 
 @dataclass(frozen=True)
