@@ -24,8 +24,11 @@ from suite.casekit.faults import (TEARDOWNS, NotArmed, restore_after, teardown_c
                                   teardown_refused, teardown_target)
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 from suite.errors import GuestError
+from suite.guest.lifecycle import POISON
 
-pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
+# A teardown with writes in flight frees what they hold: on a poisoned guest.
+pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject,
+              pytest.mark.guest(append=POISON)]
 
 SIZE = 64 * 1024
 N = 16 * 1024

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
+from suite.judges.judge import Finding as Leftover
 from suite.report.symptoms import Symptom, stack_functions
 from suite.vm.console import Finding
 
@@ -36,6 +37,7 @@ class Observation:
     teardown_problem: str = ""
     harness: str = ""                   # a harness step failed or hung the guest
     harness_findings: list[Finding] = field(default_factory=list)
+    leftovers: list[Leftover] = field(default_factory=list)   # suite/judges findings
 
     def verdict(self) -> tuple[str, list[Symptom]]:
         """(reason the guest is unfit, or ''; symptoms for the case's verdict)."""
@@ -67,6 +69,12 @@ class Observation:
             symptoms.append(Symptom(f"kernel:{f.kind}", f.line.strip()[:300]))
         if self.findings:
             reasons.append(f"kernel reported: {self.findings[0].line.strip()}")
+        for f in self.leftovers:
+            symptoms.append(Symptom(f.kind, f.detail[:300]))
+        if self.leftovers:
+            reasons.append(f"it left behind {self.leftovers[0].kind}: {self.leftovers[0].detail}"
+                           + (f" (+{len(self.leftovers) - 1} more)" if len(self.leftovers) > 1
+                              else ""))
         if self.teardown_problem:
             reasons.append(self.teardown_problem)
             symptoms.append(Symptom("hang", self.teardown_problem))

@@ -20,6 +20,10 @@ from suite.errors import GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.evidence import Evidence, collect_evidence
 from suite.guest.probes import Kprobes
+from suite.judges.expect import Leaves
+from suite.judges.judge import Finding as Leftover, Judgement, judge
+from suite.judges.kstats import Rules, load_rules
+from suite.judges.snapshot import Snapshot, after_script, before_script
 from suite.guest.ssh import virtme_key
 from suite.guest.zfs import PoolSpec, Zfs
 from suite.report.symptoms import Symptom
@@ -33,6 +37,14 @@ from suite.vm.console import ConsoleWatcher, Finding
 TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic", "user_trap"})
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 from suite.vm.vng import BASE_APPEND
+
+
+# The kernel's own poisoning, for cases whose error paths free memory (a write cut
+# short, a teardown with I/O in flight): freed slab objects are poisoned and red-zoned
+# (slub_debug=FZP, checked on every free), freed pages filled (page_poison) and
+# zeroed memory handed out again only after (init_on_free). A use-after-free that
+# would leave the bytes right reads poison instead, and SLUB reports the overwrite.
+POISON = ("init_on_free=1", "page_poison=1", "slub_debug=FZP")
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class ZfsGuest:
     fit: bool = True
     replaced_by: "ZfsGuest | None" = None   # the guest booted on its disks after a power cut
     probes: Kprobes | None = None       # armed once, for the guest's life (suite/guest/probes.py)
+    ondisk: list[Leftover] = field(default_factory=list)   # --thorough findings of this case
     watch: "CaseWatch | None" = None    # the case running in it now
 
     def kprobes(self) -> Kprobes:
@@ -86,6 +99,7 @@ class CaseWatch:
     params: dict[str, str]
     harness: str = ""                   # a harness step that failed or hung: why
     harness_from: int = 0               # console findings from this index on are its
+    before: Snapshot = field(default_factory=Snapshot)   # what the judges saw at the start
 
     def findings(self) -> tuple[list[Finding], list[Finding]]:
         """(the case's console findings, those of a failed harness step)."""
@@ -116,6 +130,7 @@ class Guests:
     current: ZfsGuest | None = None
     boots: int = 0
     kept: list[VM] = field(default_factory=list)
+    rules: Rules = field(default_factory=load_rules)   # vmimages/kstat-rules.toml
 
     def acquire(self, shape: GuestShape, log: Path, untraced: bool = False) -> ZfsGuest:
         """A fit guest of ``shape`` with the build loaded and verified (srcversion);
@@ -170,15 +185,45 @@ class Guests:
         return new
 
     def begin_case(self, g: ZfsGuest, label: str) -> CaseWatch:
-        g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg", timeout=20, check=False)
+        """Mark the case's start on the console and take the judges' first
+        snapshot (taint, kstats; the event log cleared), in one guest command."""
+        g.zfs.leaves = Leaves()
+        g.ondisk = []
+        r = g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg\n" +
+                            before_script(g.zfs.cmd("zpool"), self.rules.collect),
+                            timeout=self.accel.deadline(30), check=False)
         trip = ConsoleWatcher(g.vm.console_path)
 
         def tripwire() -> str | None:
             dead = [f for f in trip.poll() if f.kind in TRIP_KINDS]
             return f"{dead[0].kind}: {dead[0].line.strip()[:200]}" if dead else None
         g.zfs.guest.set_tripwire(tripwire)
-        g.watch = CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values())
+        g.watch = CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values(),
+                            before=Snapshot.parse(r.stdout))
         return g.watch
+
+    def judge_leftovers(self, g: ZfsGuest, watch: CaseWatch, case_dir: Path) -> Judgement:
+        """What the case left behind (``suite/judges``): one guest command, as a
+        harness step; the snapshots and the judgement are kept in the case folder."""
+        leaves = g.zfs.leaves
+        zpool = g.zfs.cmd("zpool")
+        # Errors it declared are cleared, so the next case on this pool starts at zero.
+        clear = (f"\nfor p in $({zpool} list -H -o name); do {zpool} clear \"$p\"; done"
+                 if leaves.errors else "")
+        with self.harness_step(g, "after-case judges"):
+            r = g.zfs.guest.run(after_script(zpool, self.rules.collect) + clear,
+                                timeout=self.accel.deadline(60), check=False, log=False)
+        after = Snapshot.parse(r.stdout)
+        j = judge(watch.before, after, leaves, self.rules)
+        j.findings += g.ondisk
+        case_dir.mkdir(parents=True, exist_ok=True)
+        (case_dir / "after-case.txt").write_text(
+            j.text() + "\n\ndeclared: " + ("; ".join(leaves.why) or "nothing") +
+            "\n\n--- before the case\n" + watch.before.raw + "\n--- after the case\n" +
+            after.raw + "\n")
+        if leaves.data_errors:
+            g.pool_spec = None          # permanent errors stay listed: a fresh pool next
+        return j
 
     @contextmanager
     def harness_step(self, g: ZfsGuest, name: str) -> Iterator[None]:
@@ -220,8 +265,17 @@ class Guests:
             except GuestError:
                 alive = False
         found, harness_found = watch.findings()
+        left = Judgement()
+        # A guest already condemned (stuck tasks, kernel trouble) is not asked for more:
+        # its ZFS may not answer, and the case has its symptom.
+        if alive and not stuck and not found and not watch.harness:
+            try:
+                left = self.judge_leftovers(g, watch, evidence_dir.parent)
+            except HarnessStepError:
+                alive = g.zfs.guest.alive(timeout=self.accel.deadline(5))
+                found, harness_found = watch.findings()
         reason, symptoms = Observation(alive, stuck, found, teardown_problem,
-                                       watch.harness, harness_found).verdict()
+                                       watch.harness, harness_found, left.findings).verdict()
         if reason:
             ev = collect_evidence(g.zfs.guest if alive else None, g.vm, evidence_dir, reason,
                                   watcher=watch.console)

@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from suite.build.recipe import BuildRecord
 from suite.errors import GuestError, SuiteError
 from suite.ioengine.plan import DEFAULT_PARAM_DIR as PARAMS
+from suite.judges.expect import Leaves
 
 
 class ModuleMismatch(SuiteError):
@@ -63,6 +64,7 @@ class Zfs:
         self.record = record
         self.mnt_root = mnt_root
         self._devices = devices        # VM.nvme_devices: {serial: /dev/nvmeXn1}
+        self.leaves = Leaves()         # what the running case may leave (suite/judges)
 
     # -- commands --------------------------------------------------------------
 
@@ -91,6 +93,8 @@ class Zfs:
         return self.run("zfs", *args, **kw)
 
     def zinject(self, *args: str, **kw):
+        """zinject; a fault it arms is declared as what the case may leave behind."""
+        self.leaves.from_zinject(args)
         return self.run("zinject", *args, **kw)
 
     # -- modules ---------------------------------------------------------------

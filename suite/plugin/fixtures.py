@@ -150,6 +150,8 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
     if item.get_closest_marker("zinject") and "zinject" not in zfs_build.commands:
         pytest.skip("zinject: the build has no zinject command")
     watch = guests.begin_case(g, slug(item.nodeid))
+    for m in item.iter_markers("leaves"):
+        g.zfs.leaves.from_marker(m.kwargs)
     pm = item.get_closest_marker("zfs_params")
     try:
         for name, value in (pm.kwargs if pm else {}).items():
@@ -227,10 +229,24 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
             r = zfs_guest.zfs("destroy", "-R", "-f", ds.name, check=False, timeout=120)
             if r.rc != 0:
                 g.pool_spec = None      # unknown state: recreate next time
+            elif request.config.getoption("thorough") and g.pool_spec is not None:
+                _thorough(request.node, zfs_guest, g, case_dir)
         except GuestError as e:
             # A hang here is a finding like any other: zfs_guest's teardown fails
             # the case with the evidence and recycles the guest.
             request.node.ozfs_teardown_problem = f"the dataset teardown hung: {e.what}"
+
+
+def _thorough(item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:
+    """--thorough: scrub, then zdb block accounting of the exported pool; findings
+    join the after-case judges' (``suite/judges/ondisk.py``)."""
+    from suite.judges import ondisk
+    scale = item.config.stash.get(DEADLINE_SCALE, 1.0)
+    res = ondisk.check(zfs_guest, g.pool_spec.name, timeout=300 * scale)
+    g.ondisk += res.findings
+    (case_dir / "ondisk.txt").write_text(
+        f"scrub + zdb -bcc in {res.seconds:.1f}s\n" + "".join(f"{n}\n" for n in res.notes) +
+        "".join(f"FINDING {f.kind}: {f.detail}\n" for f in res.findings))
 
 
 @pytest.fixture

@@ -43,6 +43,8 @@ MARKERS = [
     "zts: OpenZFS's own test suite (ZTS) run by tag; deselected unless -m selects it "
     "(-m zts also turns on --zts)",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
+    "leaves(ereports=[], errors=[], vdevs=[], data_errors=False): what the case may leave "
+    "behind besides what its zinject faults declare (suite/judges/expect.py)",
     "deadline(seconds): backstop for the case's call, before accelerator scaling",
     "ozfs_case: set by the plugin on every case that uses the build under test",
 ]
@@ -68,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--zts-lbs", type=int, default=None, choices=[512, 4096], metavar="BYTES",
                 help="ZTS lane: the guest's NVMe sector size (default 4096, like real NVMe; "
                      "512 is what OpenZFS's CI gives ZTS with its loop-device files)")
+    g.addoption("--thorough", action="store_true",
+                help="after each case: scrub the pool and check zdb block accounting of the "
+                     "exported pool (minutes per case under TCG; the gate and nightly lane)")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")

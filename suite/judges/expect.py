@@ -1,0 +1,66 @@
+"""What a case declares it leaves behind: the faults it injected and their marks.
+
+Declared two ways, both adding to one ``Leaves`` per case:
+
+- by the fault itself: ``Zfs.zinject`` reads its own arguments (``-e corrupt -d
+  DEV``: checksum errors on DEV and their ereports; ``-e io``: I/O errors and the
+  data errors they leave; ``-E``: delay ereports) so a zinject case need not
+  repeat what it did;
+- by the case: ``@pytest.mark.leaves(ereports=[...], errors=[...], vdevs=[...],
+  data_errors=True)`` for what a fault outside zinject causes (a buffer changed
+  in flight fails Direct I/O write verification: ``dio_verify_wr``).
+
+Anything the case did not declare is a finding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Leaves:
+    ereports: set[str] = field(default_factory=set)     # checksum, io, data, delay, ...
+    errors: set[str] = field(default_factory=set)       # read, write, cksum
+    vdevs: set[str] = field(default_factory=set)        # where errors may show ('' any)
+    data_errors: bool = False                           # permanent errors may be listed
+    why: list[str] = field(default_factory=list)        # what declared each, for the report
+
+    def add(self, why: str, ereports=(), errors=(), vdevs=(), data_errors: bool = False) -> None:
+        self.ereports |= set(ereports)
+        self.errors |= set(errors)
+        self.vdevs |= {v.rsplit("/", 1)[-1] for v in vdevs}
+        self.data_errors = self.data_errors or data_errors
+        self.why.append(why)
+
+    def allows_errors(self, vdev: str, kind: str) -> bool:
+        if kind not in self.errors:
+            return False
+        base = vdev.rsplit("/", 1)[-1]
+        return not self.vdevs or "" in self.vdevs or base in self.vdevs
+
+    def from_marker(self, kwargs: dict) -> None:
+        self.add("@pytest.mark.leaves(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+                 + ")", kwargs.get("ereports", ()), kwargs.get("errors", ()),
+                 kwargs.get("vdevs", ()), bool(kwargs.get("data_errors", False)))
+
+    def from_zinject(self, args: tuple[str, ...]) -> None:
+        """What ``zinject ARGS`` will leave, when it arms a fault (not ``-c``)."""
+        if not args or args[0] in ("-c", "-l") or "-c" in args:
+            return
+        opt = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("-")}
+        dev = opt.get("-d", "")
+        what = "zinject " + " ".join(args)
+        if "-E" in opt or "-D" in opt:
+            # I/O held past zio_slow_io_ms posts delay ereports, past the deadman's
+            # ziotime deadman ones: both are what holding it means.
+            self.add(what, ereports={"delay", "deadman"})
+            return
+        err = opt.get("-e", "")
+        if err in ("corrupt", "checksum"):
+            self.add(what, ereports={"checksum", "data"}, errors={"cksum"}, vdevs={dev})
+        elif err in ("io", "nxio", "dtl", "decompress", "decrypt"):
+            self.add(what, ereports={"io", "data", "checksum", "decompress", "authentication"},
+                     errors={"read", "write"} if dev else set(), vdevs={dev} if dev else set(),
+                     data_errors=True)      # unrecoverable where the layout has no copy
+        elif err:
+            self.add(what, ereports={err})

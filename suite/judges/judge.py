@@ -1,0 +1,107 @@
+"""All the after-case checks as findings: a symptom name and its evidence each.
+
+Symptom kinds (``verdict.json``):
+
+- ``taint:<L>``: a new taint bit, by its letter (``taint:W`` a warning);
+- ``pool:<read|write|cksum>``: a vdev error count the case did not declare;
+  ``pool:state``: a vdev or pool not ONLINE; ``pool:data-errors``: permanent errors;
+- ``ereport:<class>``: an ereport the case did not declare (``ereport:checksum``);
+- ``kstat:wrap``, ``kstat:limit``: accounting that did not balance;
+- ``ondisk:scrub``, ``ondisk:zdb``: the thorough on-disk checks (``ondisk.py``).
+
+Checks that could not run (a kstat the build lacks) are listed as not checked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from suite.judges import kstats, pools, taint
+from suite.judges.expect import Leaves
+from suite.judges.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    detail: str
+
+
+@dataclass
+class Judgement:
+    findings: list[Finding] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        out = [f"checked: {', '.join(self.checked) or 'nothing'}"]
+        out += [f"not checked: {u}" for u in self.unchecked]
+        out += [f"FINDING {f.kind}: {f.detail}" for f in self.findings] or ["no findings"]
+        return "\n".join(out)
+
+
+def judge_taint(before: Snapshot, after: Snapshot, j: Judgement) -> None:
+    if before.tainted is None or after.tainted is None:
+        j.unchecked.append("taint: /proc/sys/kernel/tainted not read")
+        return
+    j.checked.append(f"taint ({taint.letters(after.tainted) or 'none'})")
+    for letter, meaning in taint.new_bits(before.tainted, after.tainted):
+        j.findings.append(Finding(f"taint:{letter}", f"the kernel became tainted '{letter}' "
+                                  f"({meaning}) during the case: {before.tainted} -> "
+                                  f"{after.tainted}"))
+
+
+def judge_pools(after: Snapshot, leaves: Leaves, j: Judgement) -> None:
+    if after.status is None:
+        j.unchecked.append("pool health: zpool status not read")
+        return
+    states = pools.parse_status(after.status)
+    j.checked.append(f"pool health ({len(states)} pool(s))")
+    for p in states:
+        for v in p.vdevs:
+            if v.state not in pools.HEALTHY:
+                j.findings.append(Finding("pool:state", f"{p.name}: {v.name} is {v.state}"))
+            for kind in pools.ERRORS:
+                n = getattr(v, kind)
+                if n and not leaves.allows_errors(v.name, kind):
+                    j.findings.append(Finding(f"pool:{kind}", f"{p.name}: {v.name} has {n} "
+                                              f"{kind.upper()} error(s) the case did not declare"))
+        if p.data_errors and not leaves.data_errors:
+            listed = "; ".join(p.permanent[:3])
+            j.findings.append(Finding("pool:data-errors", f"{p.name}: errors: {p.errors}"
+                                      + (f" ({listed})" if listed else "")))
+    if after.events is None:
+        j.unchecked.append("ereports: zpool events not read")
+        return
+    events = pools.parse_events(after.events)
+    j.checked.append(f"ereports ({sum(1 for e in events if e.ereport)})")
+    seen: dict[str, int] = {}
+    for e in events:
+        if e.ereport and e.ereport not in leaves.ereports:
+            seen[e.ereport] = seen.get(e.ereport, 0) + 1
+    for cls, n in seen.items():
+        e = next(ev for ev in events if ev.ereport == cls)
+        where = ", ".join(x for x in (e.get("pool"), e.get("vdev_path"),
+                                      e.get("zio_objset") and f"objset {e.get('zio_objset')}"
+                                      f" object {e.get('zio_object')}") if x)
+        j.findings.append(Finding(f"ereport:{cls}", f"{n} x {e.cls} the case did not declare"
+                                  + (f" ({where})" if where else "")))
+
+
+def judge_kstats(rules: kstats.Rules, before: Snapshot, after: Snapshot, j: Judgement) -> None:
+    if not after.kstats:
+        j.unchecked.append("accounting: no kstats read")
+        return
+    j.checked.append(f"accounting ({len(after.kstats)} kstat files)")
+    for b in kstats.check(rules, before.kstats, after.kstats):
+        if b.kind == "missing":
+            j.unchecked.append(b.detail)
+        else:
+            j.findings.append(Finding(f"kstat:{b.kind}", b.detail))
+
+
+def judge(before: Snapshot, after: Snapshot, leaves: Leaves, rules: kstats.Rules) -> Judgement:
+    j = Judgement()
+    judge_taint(before, after, j)
+    judge_pools(after, leaves, j)
+    judge_kstats(rules, before, after, j)
+    return j

@@ -1,0 +1,68 @@
+"""One guest command before and one after each case: everything the judges read.
+
+The output is sections (``=== NAME``) so a single round trip carries the taint
+mask, the kstats, ``zpool status`` and the event log. Before the case the event
+log is cleared, so what it holds after is the case's.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from suite.judges import kstats
+
+KSTAT_ROOT = "/proc/spl/kstat/zfs"
+SECTION = "=== "
+
+
+def _kstat_lines(files: tuple[str, ...]) -> list[str]:
+    globs = " ".join(f"{KSTAT_ROOT}/{f}" for f in files)
+    return [f"for f in {globs}; do [ -f \"$f\" ] || continue; "
+            f"echo \"{SECTION}kstat ${{f#{KSTAT_ROOT}/}}\"; cat \"$f\"; done"]
+
+
+def before_script(zpool: str, files: tuple[str, ...]) -> str:
+    return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
+                      *_kstat_lines(files),
+                      f"{zpool} events -c >/dev/null 2>&1 || true"])
+
+
+def after_script(zpool: str, files: tuple[str, ...]) -> str:
+    return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
+                      *_kstat_lines(files),
+                      f"echo '{SECTION}status'; {zpool} status -pvP 2>&1",
+                      f"echo '{SECTION}events'; {zpool} events -v 2>&1"])
+
+
+def sections(text: str) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    cur: list[str] | None = None
+    for ln in text.splitlines():
+        if ln.startswith(SECTION):
+            cur = out.setdefault(ln[len(SECTION):].strip(), [])
+        elif cur is not None:
+            cur.append(ln)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+@dataclass
+class Snapshot:
+    tainted: int | None = None
+    kstats: dict[str, kstats.Kstat] = field(default_factory=dict)
+    status: str | None = None
+    events: str | None = None
+    raw: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> "Snapshot":
+        s = sections(text)
+        taint = s.get("tainted", "").strip()
+        return cls(int(taint) if taint.isdigit() else None,
+                   {k[len("kstat "):]: kstats.parse(v) for k, v in s.items()
+                    if k.startswith("kstat ")},
+                   s.get("status"), s.get("events"), text)
+
+
+def quote_cmd(prefix: str) -> str:
+    """The build's zpool as a shell prefix (already quoted by ``Zfs.cmd``)."""
+    return prefix if " " in prefix or "=" in prefix else shlex.quote(prefix)

@@ -1,0 +1,223 @@
+"""The after-case judges (suite/judges): each rule fires on what it is for and
+stays quiet otherwise, on the kernel's and OpenZFS's own output formats."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suite.judges import kstats, ondisk, pools, taint
+from suite.judges.expect import Leaves
+from suite.judges.judge import judge
+from suite.judges.snapshot import Snapshot, after_script, before_script, sections
+
+ABD_HEAD = "27 1 0x01 23 6256 4849302928 6033826166\nname                            type data\n"
+# What 64 MiB of 1 MiB O_DIRECT writes left on a stock build before a22b3f6700 (#21).
+ABD_WRAPPED = ABD_HEAD + ("struct_size                     4    8192\n"
+                          "scatter_cnt                     4    18446744073709551602\n"
+                          "scatter_data_size               4    18446744073643685376\n"
+                          "linear_cnt                      4    0\n")
+ABD_OK = ABD_HEAD + ("struct_size                     4    8192\n"
+                     "scatter_cnt                     4    14\n"
+                     "scatter_data_size               4    65536\n")
+ARC = ("13 1 0x01 147 39984 4849302928 6033826166\nname                            type data\n"
+       "size                            4    {size}\nc                               4    {c}\n"
+       "c_max                           4    1000000\n"
+       "memory_available_bytes          3    -123456\n")
+STATUS_CLEAN = """\
+  pool: tank
+ state: ONLINE
+config:
+
+\tNAME            STATE     READ WRITE CKSUM
+\ttank            ONLINE       0     0     0
+\t  /dev/nvme0n1  ONLINE       0     0     0
+\t  /dev/nvme1n1  ONLINE       0     0     0
+
+errors: No known data errors
+"""
+STATUS_HEALED = """\
+  pool: tank
+ state: ONLINE
+status: One or more devices has experienced an unrecoverable error.  An
+\tattempt was made to correct the error.  Applications are unaffected.
+config:
+
+\tNAME              STATE     READ WRITE CKSUM
+\ttank              ONLINE       0     0     0
+\t  mirror-0        ONLINE       0     0     0
+\t    /dev/nvme0n1  ONLINE       0     0    37
+\t    /dev/nvme1n1  ONLINE       0     0     0
+
+errors: No known data errors
+"""
+STATUS_LOST = """\
+  pool: tank
+ state: DEGRADED
+config:
+
+\tNAME            STATE     READ WRITE CKSUM
+\ttank            DEGRADED     0     0     0
+\t  /dev/nvme0n1  FAULTED      3     0     0
+
+errors: Permanent errors have been detected in the following files:
+
+        /tmp/zfs/tank/case/f.bin
+"""
+EVENTS = """\
+TIME                           CLASS
+Dec  1 2026 17:01:02.123456789 sysevent.fs.zfs.pool_create
+        version = 0x0
+        class = "sysevent.fs.zfs.pool_create"
+        pool = "tank"
+
+Dec  1 2026 17:01:09.000000001 ereport.fs.zfs.checksum
+        class = "ereport.fs.zfs.checksum"
+        pool = "tank"
+        vdev_path = "/dev/nvme0n1"
+        zio_objset = 0x36
+        zio_object = 0x2
+
+Dec  1 2026 17:01:09.000000002 ereport.fs.zfs.checksum
+        class = "ereport.fs.zfs.checksum"
+        pool = "tank"
+        vdev_path = "/dev/nvme0n1"
+"""
+RULES = kstats.load_rules()
+
+
+def snap(taint_mask=4097 | 8192, abd=ABD_OK, status=STATUS_CLEAN, events="", arc=None):
+    text = f"=== tainted\n{taint_mask}\n=== kstat abdstats\n{abd}"
+    if arc:
+        text += f"=== kstat arcstats\n{arc}"
+    if status is not None:
+        text += f"=== status\n{status}=== events\n{events}"
+    return Snapshot.parse(text)
+
+
+def kinds(j):
+    return [f.kind for f in j.findings]
+
+
+def test_a_clean_case_leaves_no_findings_and_says_what_it_checked():
+    j = judge(snap(), snap(arc=ARC.format(size=900000, c=900000)), Leaves(), RULES)
+    assert j.findings == []
+    assert any(c.startswith("taint") for c in j.checked)
+    assert any(c.startswith("pool health") for c in j.checked)
+    assert any(c.startswith("ereports") for c in j.checked)
+
+
+def test_the_abdstats_wrap_of_the_issue_is_found_with_its_values():
+    j = judge(snap(), snap(abd=ABD_WRAPPED), Leaves(), RULES)
+    wraps = [f for f in j.findings if f.kind == "kstat:wrap"]
+    assert {w.detail.split()[1] for w in wraps} == {"scatter_cnt", "scatter_data_size"}
+    assert "= -14 as signed" in next(w.detail for w in wraps if "scatter_cnt" in w.detail)
+
+
+def test_a_counter_already_wrapped_before_the_case_is_not_this_cases():
+    assert judge(snap(abd=ABD_WRAPPED), snap(abd=ABD_WRAPPED), Leaves(), RULES).findings == []
+
+
+def test_signed_kstats_may_be_negative():
+    j = judge(snap(), snap(arc=ARC.format(size=1, c=1)), Leaves(), RULES)
+    assert "kstat:wrap" not in kinds(j)     # memory_available_bytes is type 3
+
+
+def test_arc_over_c_max_is_a_finding_and_a_missing_kstat_is_not_checked():
+    j = judge(snap(), snap(arc=ARC.format(size=1200000, c=900000)), Leaves(), RULES)
+    assert kinds(j) == ["kstat:limit"] and "c_max = 1000000" in j.findings[0].detail
+    j = judge(snap(), snap(), Leaves(), RULES)          # no arcstats on this "build"
+    assert j.findings == [] and any("arcstats" in u for u in j.unchecked)
+
+
+def test_new_taint_bits_by_letter_and_the_module_bits_are_expected():
+    assert taint.new_bits(0, 1 | 4096 | 8192) == []          # P, O, E: loading OpenZFS
+    assert taint.new_bits(4097, 4097 | 512 | 32) == [taint.FLAGS[5], taint.FLAGS[9]]
+    assert taint.letters(4097 | 512) == "PWO"
+    j = judge(snap(taint_mask=12289), snap(taint_mask=12289 | 512), Leaves(), RULES)
+    assert kinds(j) == ["taint:W"]
+
+
+def test_undeclared_checksum_errors_and_ereports_are_findings():
+    j = judge(snap(), snap(status=STATUS_HEALED, events=EVENTS), Leaves(), RULES)
+    assert sorted(kinds(j)) == ["ereport:checksum", "pool:cksum"]
+    assert "2 x ereport.fs.zfs.checksum" in next(f.detail for f in j.findings
+                                                 if f.kind == "ereport:checksum")
+    assert "/dev/nvme0n1 has 37 CKSUM" in next(f.detail for f in j.findings
+                                               if f.kind == "pool:cksum")
+
+
+def test_a_zinject_corruption_declares_checksum_errors_on_its_vdev_only():
+    leaves = Leaves()
+    leaves.from_zinject(("-d", "/dev/nvme0n1", "-e", "corrupt", "-T", "read", "-f", "100", "tank"))
+    assert judge(snap(), snap(status=STATUS_HEALED, events=EVENTS), leaves, RULES).findings == []
+    other = Leaves()
+    other.from_zinject(("-d", "/dev/nvme1n1", "-e", "corrupt", "tank"))
+    assert kinds(judge(snap(), snap(status=STATUS_HEALED), other, RULES)) == ["pool:cksum"]
+
+
+def test_clearing_faults_declares_nothing_and_a_delay_declares_delay_ereports():
+    leaves = Leaves()
+    leaves.from_zinject(("-c", "all"))
+    assert leaves.ereports == set() and leaves.why == []
+    leaves.from_zinject(("-E", "30000", "-T", "read", "-t", "data", "/tmp/f"))
+    assert leaves.ereports == {"delay", "deadman"} and not leaves.errors
+
+
+def test_faulted_vdevs_and_permanent_errors_are_findings_unless_declared():
+    j = judge(snap(), snap(status=STATUS_LOST), Leaves(), RULES)
+    assert sorted(kinds(j)) == ["pool:data-errors", "pool:read", "pool:state", "pool:state"]
+    assert "/tmp/zfs/tank/case/f.bin" in next(f.detail for f in j.findings
+                                               if f.kind == "pool:data-errors")
+    leaves = Leaves()
+    leaves.from_zinject(("-t", "data", "-e", "io", "-T", "read", "/tmp/zfs/tank/case/f.bin"))
+    assert "pool:data-errors" not in kinds(judge(snap(), snap(status=STATUS_LOST), leaves, RULES))
+
+
+def test_a_case_marker_declares_what_zinject_cannot_know():
+    leaves = Leaves()
+    leaves.from_marker({"ereports": ["dio_verify_wr"]})
+    ev = EVENTS.replace("ereport.fs.zfs.checksum", "ereport.fs.zfs.dio_verify_wr")
+    assert judge(snap(), snap(events=ev), leaves, RULES).findings == []
+    assert kinds(judge(snap(), snap(events=ev), Leaves(), RULES)) == ["ereport:dio_verify_wr"]
+
+
+def test_status_and_events_parsers():
+    [p] = pools.parse_status(STATUS_HEALED)
+    assert p.name == "tank" and not p.data_errors
+    assert [(v.name, v.cksum) for v in p.vdevs] == [("tank", 0), ("mirror-0", 0),
+                                                    ("/dev/nvme0n1", 37), ("/dev/nvme1n1", 0)]
+    evs = pools.parse_events(EVENTS)
+    assert [e.ereport for e in evs] == ["", "checksum", "checksum"]
+    assert evs[1].get("vdev_path") == "/dev/nvme0n1"
+
+
+def test_one_guest_command_carries_every_section():
+    for script in (before_script("zpool", RULES.collect), after_script("zpool", RULES.collect)):
+        assert "/proc/sys/kernel/tainted" in script and "/proc/spl/kstat/zfs/abdstats" in script
+    assert "events -c" in before_script("zpool", RULES.collect)
+    assert "status -pvP" in after_script("zpool", RULES.collect)
+    s = sections("=== tainted\n1\n=== kstat tank/iostats\na\nb\n=== status\nx\n")
+    assert s == {"tainted": "1", "kstat tank/iostats": "a\nb", "status": "x"}
+
+
+def test_a_missing_taint_read_is_not_checked_not_passed():
+    j = judge(Snapshot(), snap(), Leaves(), RULES)
+    assert any("taint" in u for u in j.unchecked)
+
+
+def test_rules_need_reasons(tmp_path: Path):
+    bad = tmp_path / "r.toml"
+    bad.write_text('[[wrap]]\nfiles = "*"\n')
+    with pytest.raises(Exception, match="no reason"):
+        kstats.load_rules(bad)
+
+
+def test_scrub_and_zdb_findings():
+    assert ondisk.scrub_findings("tank", STATUS_CLEAN) == []
+    [f] = ondisk.scrub_findings("tank", STATUS_HEALED)
+    assert f.kind == "ondisk:scrub" and "CKSUM=37" in f.detail
+    assert ondisk.zdb_findings("tank", 0, "Traversing all blocks...\n\tbp count: 12\n") == []
+    leak = "leaked space: vdev 0, offset 0x4000, size 4096\nblock traversal size 1 != alloc 2"
+    [z] = ondisk.zdb_findings("tank", 3, leak)
+    assert z.kind == "ondisk:zdb" and "leaked space" in z.detail
