@@ -39,6 +39,7 @@ def conditions(interface: str, strict: int):
 @pytest.mark.parametrize("strict", [0, 1], ids=["strict0", "strict1"])
 @pytest.mark.parametrize("nsegs", SEGMENTS, ids=[f"segs{n}" for n in SEGMENTS])
 @pytest.mark.parametrize("interface", ["libaio", "io_uring"])
+@pytest.mark.quick("libaio-segs9-strict1")   # 9 segments: the most a bug has bitten
 def test_preadv_aligned(dio, interface, nsegs, strict):
     """Page-aligned, page-sized segments: correct, never EINVAL, served by DIO."""
     shape = Shape(f"preadv-{nsegs}x4k", nsegs=nsegs)

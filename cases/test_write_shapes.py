@@ -55,6 +55,7 @@ def _run(dio, zfs_guest, title, shape, conds, expect, seed):
 @pytest.mark.parametrize("strict", [0, 1], ids=["strict0", "strict1"])
 @pytest.mark.parametrize("nsegs", SEGMENTS, ids=[f"segs{n}" for n in SEGMENTS])
 @pytest.mark.parametrize("interface", ["libaio", "io_uring"])
+@pytest.mark.quick("libaio-segs9-strict1")   # 9 segments: the most a bug has bitten
 def test_pwritev_aligned(dio, zfs_guest, interface, nsegs, strict):
     """Page-aligned, page-sized segments: full length, DIO, the bytes on disk."""
     shape = Shape(f"pwritev-{nsegs}x4k", nsegs=nsegs)

@@ -2,7 +2,7 @@
 # The main job on its defaults: set up, then run the VM cases of the chosen
 # series (default async-dio) on the debian-6.1 kernel, two guests side by side
 # (JOBS=2); build fetched, patched, built or taken from the cache; guests under
-# KVM when it works, else TCG. Each series runs its own cases: the zvol cases
+# KVM when it works, else TCG (and then the quick tier). Each series runs its own cases: the zvol cases
 # for zvol-dio, the rest for async-dio (SELECTION overrides: a pytest -k).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,7 @@ case "$series" in
   zvol-dio) default_k="zvol" ;;
   *)        default_k="not zvol" ;;
 esac
-exec python3 -m pytest cases --series "$series" -n "${JOBS:-2}" -k "${SELECTION:-$default_k}" "$@"
+# TIER=auto: every variant where KVM works, the quick tier under TCG (one line says
+# which, and how to get the other); TIER=full or TIER=quick to choose.
+exec python3 -m pytest cases --series "$series" -n "${JOBS:-2}" -k "${SELECTION:-$default_k}" \
+  --tier "${TIER:-auto}" "$@"

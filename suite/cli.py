@@ -64,7 +64,8 @@ def cmd_bugs(args: argparse.Namespace) -> int:
     from suite.report.knownbugs import run_bugs
     zts = "only" if args.zts_only else ("also" if args.zts else "")
     tags = tuple(t for t in (args.zts_tags or "").split(",") if t)
-    return run_bugs(args.name, args.only, args.k, args.pytest_args, roles=args.role or None,
+    extra = [*args.pytest_args, *(["--tier", args.tier] if args.tier else [])]
+    return run_bugs(args.name, args.only, args.k, extra, roles=args.role or None,
                     zts=zts, zts_tags=tags, suite_from=[Path(d) for d in args.suite_from],
                     zts_from=[Path(d) for d in args.zts_from])
 
@@ -159,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--role", action="append", choices=("bad", "fixed"),
                     help="run only at the bad or the fixed commit (default: both)")
     kb.add_argument("-k", default="", help="narrow the cases further (pytest -k expression)")
+    kb.add_argument("--tier", choices=("quick", "full"), default="",
+                    help="quick: each targeted case function once, with its most telling "
+                         "variant (suite/plugin/tiers.py); default: every targeted variant")
     kb.add_argument("--zts", action="store_true",
                     help="also run OpenZFS's own tests (ZTS lane) at each bad commit and "
                          "print what ZTS saw beside what the suite saw")

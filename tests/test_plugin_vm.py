@@ -94,3 +94,66 @@ def test_hung_guest_fails_with_stacks_and_next_case_passes(pytester):
     assert re.search(r"\[<0>\] \S+\+0x", out), "no kernel stack frames in the report"
     ev = list((pytester.path / "results").glob("*/cases/*test_1_guest_hangs*/evidence"))
     assert ev and (ev[0] / "summary.txt").exists()
+
+
+LEFTOVERS = '''
+import pytest
+
+pytestmark = pytest.mark.vm
+
+
+def _file(zfs_guest, pool):
+    p = pool.path("f.bin")      # random data: zero blocks would be holes, read without I/O
+    zfs_guest.guest.run(f"dd if=/dev/urandom of={p} bs=128k count=8 oflag=direct status=none;"
+                        f" sync", timeout=300)
+    return p
+
+
+def _read(zfs_guest, p):
+    zfs_guest.guest.run(f"dd if={p} of=/dev/null bs=128k iflag=direct status=none",
+                        timeout=300, check=False)
+
+
+def test_1_taints_the_kernel(zfs_guest, pool):
+    zfs_guest.guest.run("echo 512 > /proc/sys/kernel/tainted")     # W, as a WARN_ON would
+
+
+@pytest.mark.pool(props={"primarycache": "metadata"})
+def test_2_corruption_nobody_declared(zfs_guest, pool):
+    p = _file(zfs_guest, pool)
+    zinject = zfs_guest.cmd("zinject")       # behind the harness's back: not declared
+    zfs_guest.guest.run(f"{zinject} -t data -e checksum -T read {p}", timeout=60)
+    _read(zfs_guest, p)
+    zfs_guest.guest.run(f"{zinject} -c all", timeout=60, check=False)
+
+
+@pytest.mark.pool(props={"primarycache": "metadata"})
+def test_3_declared_corruption(zfs_guest, pool):
+    p = _file(zfs_guest, pool)
+    zfs_guest.zinject("-t", "data", "-e", "checksum", "-T", "read", p, timeout=60)
+    _read(zfs_guest, p)
+    zfs_guest.zinject("-c", "all", timeout=60, check=False)
+'''
+
+
+def test_what_a_case_leaves_behind_fails_it_with_the_checks_symptom(pytester):
+    """The after-case judges in a real guest: a new taint bit and an undeclared
+    checksum fault fail cases that did nothing wrong themselves, with their symptoms
+    and evidence; the same fault declared through Zfs.zinject passes."""
+    pytester.makepyfile(test_left=LEFTOVERS)
+    res = run_inner(pytester)
+    res.assert_outcomes(passed=1, failed=2)
+    cases = pytester.path / "results"
+    verdicts = {p.parent.name: json.loads(p.read_text())
+                for p in cases.glob("*/cases/*/verdict.json")}
+
+    def kinds(name: str) -> set[str]:
+        v = next(v for k, v in verdicts.items() if name in k)
+        return {s["kind"] for s in v["symptoms"]}
+    assert kinds("test_1_taints") == {"taint:W"}
+    assert "ereport:checksum" in kinds("test_2_corruption") and \
+        kinds("test_2_corruption") <= {"ereport:checksum", "ereport:data", "pool:cksum",
+                                       "pool:data-errors"}
+    assert kinds("test_3_declared") == set()
+    after = next(cases.glob("*/cases/*test_3_declared*/after-case.txt")).read_text()
+    assert "declared: zinject -t data -e checksum" in after and "no findings" in after

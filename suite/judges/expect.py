@@ -57,7 +57,9 @@ class Leaves:
             return
         err = opt.get("-e", "")
         if err in ("corrupt", "checksum"):
-            self.add(what, ereports={"checksum", "data"}, errors={"cksum"}, vdevs={dev})
+            # On a device the layout may heal it; on a file's data (no -d) it is lost.
+            self.add(what, ereports={"checksum", "data"}, errors={"cksum"}, vdevs={dev},
+                     data_errors=not dev)
         elif err in ("io", "nxio", "dtl", "decompress", "decrypt"):
             self.add(what, ereports={"io", "data", "checksum", "decompress", "authentication"},
                      errors={"read", "write"} if dev else set(), vdevs={dev} if dev else set(),

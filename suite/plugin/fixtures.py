@@ -178,7 +178,7 @@ def _report_case_end(item: pytest.Item, end: CaseEnd, case_dir: Path) -> None:
     add_section(item, "guest evidence", summary)
     rep = getattr(item, "rep_call", None)
     if not (rep and rep.failed):
-        pytest.fail(f"the case passed but the guest did not survive it: {end.reason}\n"
+        pytest.fail(f"the case passed, but the guest after it did not: {end.reason}\n"
                     f"{summary}", pytrace=False)
 
 

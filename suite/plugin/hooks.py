@@ -42,6 +42,7 @@ MARKERS = [
     "perf: a benchmark (fio matrices); deselected unless -m selects it",
     "zts: OpenZFS's own test suite (ZTS) run by tag; deselected unless -m selects it "
     "(-m zts also turns on --zts)",
+    "quick(*ids): the variants of this case function the quick tier runs (--tier quick)",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "leaves(ereports=[], errors=[], vdevs=[], data_errors=False): what the case may leave "
     "behind besides what its zinject faults declare (suite/judges/expect.py)",
@@ -70,6 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--zts-lbs", type=int, default=None, choices=[512, 4096], metavar="BYTES",
                 help="ZTS lane: the guest's NVMe sector size (default 4096, like real NVMe; "
                      "512 is what OpenZFS's CI gives ZTS with its loop-device files)")
+    g.addoption("--tier", default="full", choices=["auto", "quick", "full"],
+                help="quick: each case function once, with its bug-catching variant; full: "
+                     "every variant; auto: full under KVM, quick under TCG (suite/plugin/tiers.py)")
     g.addoption("--thorough", action="store_true",
                 help="after each case: scrub the pool and check zdb block accounting of the "
                      "exported pool (minutes per case under TCG; the gate and nightly lane)")
@@ -102,6 +106,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_DIR] = run_dir
     if asks_for(config, "zts"):
         config.option.zts = True            # the ZTS lane needs a build with the ZTS
+    from suite.plugin.tiers import TierPlugin
+    config.pluginmanager.register(TierPlugin(), "ozfs-vmci-tier")
     if workerinput is None:
         config.pluginmanager.register(_VerdictCount(), "ozfs-vmci-verdict-count")
         config.pluginmanager.register(_ZtsJunit(), "ozfs-vmci-zts-junit")

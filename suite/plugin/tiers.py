@@ -1,0 +1,105 @@
+"""``--tier quick|full|auto``: how much of the selection runs, decided in one place.
+
+- ``full``: every collected case (the default of ``pytest cases``);
+- ``quick``: each case function once, with the same controls and trials inside
+  it (a case alternates its conditions itself): the variant its
+  ``@pytest.mark.quick("id")`` names as the most telling, else its first; and for
+  each known bug of the manifests (``[[bugs]] cases``) whose selection that
+  variant misses, the first variant the bug's selection picks, so every bug's
+  targeted case still runs;
+- ``auto``: ``full`` where guests run under KVM, ``quick`` under TCG (where a
+  case costs minutes), said in one line with how to get the other.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import pytest
+from _pytest.mark import KeywordMatcher
+from _pytest.mark.expression import Expression
+
+TIERS = ("auto", "quick", "full")
+
+
+def bug_selections() -> list[str]:
+    """The ``-k`` expression of each known bug that is run (not deferred)."""
+    from suite.source import series
+    out = []
+    for m in series.available().values():
+        for b in m.bugs:
+            if b.cases and not b.deferred:
+                out.append(" or ".join(f"({c})" for c in b.cases))
+    return out
+
+
+def _variant(item: pytest.Item) -> str:
+    cs = getattr(item, "callspec", None)
+    return cs.id if cs is not None else ""
+
+
+def quick(items: list[pytest.Item], selections: list[str]) -> list[pytest.Item]:
+    """The quick tier of ``items`` (their order kept)."""
+    exprs = [Expression.compile(s) for s in selections]
+    groups: "OrderedDict[tuple, list[pytest.Item]]" = OrderedDict()
+    for it in items:
+        groups.setdefault((str(it.path), getattr(it, "originalname", it.name)), []).append(it)
+    keep: set[int] = set()
+    for group in groups.values():
+        m = group[0].get_closest_marker("quick")
+        chosen = [it for it in group if m and _variant(it) in m.args]
+        for e in exprs:                 # every bug keeps a variant it selects
+            if not any(e.evaluate(KeywordMatcher.from_item(it)) for it in chosen):
+                hit = next((it for it in group if e.evaluate(KeywordMatcher.from_item(it))), None)
+                chosen += [hit] if hit is not None else []
+        keep.update(id(it) for it in chosen or group[:1])
+    return [it for it in items if id(it) in keep]
+
+
+def resolve(config: pytest.Config, tier: str) -> tuple[str, str]:
+    """(quick|full, why) for ``--tier auto`` by the accelerator guests will get."""
+    if tier != "auto":
+        return tier, f"--tier {tier}"
+    from suite.build.kernel import resolve_kernel
+    from suite.vm.accel import choose
+    try:
+        accel = choose(config.getoption("accel"),
+                       resolve_kernel(config.getoption("kernel"), allow_install=False).vmlinuz)
+    except Exception as e:          # no kernel yet: the build will say so; be quick
+        return "quick", f"the accelerator is unknown ({e}); --tier full runs everything"
+    if accel.name == "kvm":
+        return "full", "KVM works: the full selection (--tier quick for a first look)"
+    return "quick", ("guests run under TCG: the quick tier, each case function once with its "
+                     "bug-catching variant (--tier full runs every variant, hours here)")
+
+
+class TierPlugin:
+    """Registered by the plugin's ``pytest_configure``: the tier is applied after
+    every other selection (``-k``, ``-m``), so it thins what was selected."""
+
+    def __init__(self) -> None:
+        self.resolved: tuple[str, str] | None = None
+
+    def _resolve(self, config: pytest.Config) -> tuple[str, str]:
+        if self.resolved is None:
+            self.resolved = resolve(config, config.getoption("tier", "full") or "full")
+        return self.resolved
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if (config.getoption("tier", "full") or "full") == "full":
+            return []
+        tier, why = self._resolve(config)
+        return [f"ozfs-vmci: tier {tier}: {why}"]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if (config.getoption("tier", "full") or "full") == "full" or \
+                not any(i.get_closest_marker("ozfs_case") for i in items):
+            return
+        if self._resolve(config)[0] != "quick":
+            return
+        kept = quick(items, bug_selections())
+        drop = [i for i in items if i not in kept]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = kept

@@ -1,0 +1,72 @@
+"""--tier: the quick tier keeps each case function once, with the variant it names
+as most telling, and still every known bug's targeted variant (suite/plugin/tiers.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
+
+CASES = '''
+import pytest
+
+
+@pytest.mark.parametrize("n", [1, 9], ids=["segs1", "segs9"])
+def test_preadv_aligned(zfs_build, n):          # "preadv": a known bug's selection
+    pass
+
+
+@pytest.mark.parametrize("rw", ["rd", "wr"])
+@pytest.mark.quick("wr")
+def test_named(zfs_build, rw):
+    pass
+
+
+@pytest.mark.parametrize("v", ["x", "y", "z"])
+def test_plain(zfs_build, v):
+    pass
+
+
+def test_not_a_vm_case():
+    pass
+'''
+
+
+@pytest.fixture(autouse=True)
+def _inner_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+
+
+def collected(pytester: pytest.Pytester, *args: str) -> tuple[list[str], str]:
+    pytester.makepyfile(test_cases=CASES)
+    res = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                        "--collect-only", "-q", *args, timeout=120)
+    out = res.stdout.str()
+    return [ln.split("::", 1)[1] for ln in out.splitlines() if "::" in ln], out
+
+
+def test_quick_keeps_one_telling_variant_per_function_and_every_bugs(pytester):
+    ids, _ = collected(pytester, "--tier", "quick")
+    assert ids == ["test_preadv_aligned[segs1]", "test_named[wr]", "test_plain[x]",
+                   "test_not_a_vm_case"]
+
+
+def test_full_keeps_everything_and_quick_thins_after_k(pytester):
+    assert len(collected(pytester, "--tier", "full")[0]) == 8
+    ids, _ = collected(pytester, "--tier", "quick", "-k", "plain and not x")
+    assert ids == ["test_plain[y]"]
+
+
+def test_auto_under_tcg_is_quick_and_says_so_in_one_line(pytester):
+    ids, _ = collected(pytester, "--tier", "auto", "--accel", "tcg")
+    assert len(ids) == 4
+    res = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                        "--collect-only", "--tier", "auto", "--accel", "tcg",
+                                        timeout=120)
+    out = res.stdout.str()
+    assert "4 deselected" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("ozfs-vmci: tier quick"))
+    assert "TCG" in line and "--tier full" in line
