@@ -38,6 +38,31 @@ TASKQ_KSTATS = "/proc/spl/kstat/taskq"
 ASYNC_TASKS = "async_tasks"
 ASYNC_PARAM = "zfs_async_dio_enabled"
 STRICT_PARAM = "zfs_dio_strict"
+# What a build does without a knob, where that behaviour is known: OpenZFS before
+# zfs_dio_strict (the 2.3 line) always refuses misaligned O_DIRECT with EINVAL, as
+# strict=1 does. A condition asking for that value runs there as it is.
+FIXED_BEHAVIOUR = {STRICT_PARAM: 1}
+# Knobs that change nothing for page-aligned requests: an aligned O_DIRECT request
+# must be right whatever their value, so a build without them runs those rows too.
+ALIGNMENT_ONLY = frozenset({STRICT_PARAM})
+
+
+def capable(c: "Condition", have: set[str], aligned: bool) -> tuple["Condition | None", str]:
+    """(the condition as this build can run it, or None; why, or a note of what
+    stands in for a knob it lacks)."""
+    miss = c.missing(have)
+    wanted = dict(c.params)
+    standin = {p for p in miss
+               if FIXED_BEHAVIOUR.get(p) == wanted[p] or (aligned and p in ALIGNMENT_ONLY)}
+    if miss - standin:
+        return None, f"build has no {', '.join(sorted(miss))}"
+    if not standin:
+        return c, ""
+    note = "; ".join(
+        f"{p}={wanted[p]}: the build has no {p}; " +
+        (f"it behaves as {p}={FIXED_BEHAVIOUR[p]}" if FIXED_BEHAVIOUR.get(p) == wanted[p]
+         else "a page-aligned request does not depend on it") for p in sorted(standin))
+    return replace(c, optional=c.optional + tuple(sorted(standin))), note
 
 
 @dataclass(frozen=True)
@@ -332,6 +357,7 @@ class DioBench:
     record: Callable[[list[Symptom]], None] = lambda symptoms: None
     # op -> attribution counter specs (default: the pool's iostats and async taskqs)
     counter_specs: Callable[[str], dict[str, dict]] | None = None
+    capability_notes: list[str] = field(default_factory=list)   # set by split()
 
     @property
     def pool(self) -> str:
@@ -340,15 +366,21 @@ class DioBench:
     def path(self, name: str) -> str:
         return self.dataset.path(name)
 
-    def split(self, conditions: Iterable[Condition]) -> tuple[list[Condition], dict[str, str]]:
-        """Conditions this build can run, and the skipped ones with the reason."""
+    def split(self, conditions: Iterable[Condition], aligned: bool = True
+              ) -> tuple[list[Condition], dict[str, str]]:
+        """Conditions this build can run (a knob it lacks stands in by the build's
+        known behaviour: ``capable``), and the skipped ones with the reason. What
+        stood in for a missing knob is kept in ``capability_notes``."""
         run, skipped = [], {}
+        self.capability_notes = []
         for c in conditions:
-            miss = c.missing(self.have_params)
-            if miss:
-                skipped[c.label] = f"build has no {', '.join(sorted(miss))}"
-            else:
-                run.append(c)
+            ok, why = capable(c, self.have_params, aligned)
+            if ok is None:
+                skipped[c.label] = why
+                continue
+            run.append(ok)
+            if why and why not in self.capability_notes:
+                self.capability_notes.append(why)
         return run, skipped
 
     def run(self, title: str, file: FileSpec, shape: Shape, conditions: Iterable[Condition],
@@ -361,7 +393,8 @@ class DioBench:
         run did not ask for a number, default 14). ``after(plan, results)``: checks once all
         trials ran (e.g. every write's bytes after an export/import); its symptoms
         fail the case as a row of their own."""
-        conds, skipped = self.split(conditions)
+        conds, skipped = self.split(conditions, shape.aligned)
+        notes = [*notes, *self.capability_notes]
         if not any(not c.control for c in conds):
             import pytest
             pytest.skip("nothing but the control left to run: " +
