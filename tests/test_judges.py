@@ -73,6 +73,10 @@ Dec  1 2026 17:01:02.123456789 sysevent.fs.zfs.pool_create
 
 Dec  1 2026 17:01:09.000000001 ereport.fs.zfs.checksum
         class = "ereport.fs.zfs.checksum"
+        detector = (embedded nvlist)
+                version = 0x0
+                pool = 0x2719453daf7e0027
+        (end detector)
         pool = "tank"
         vdev_path = "/dev/nvme0n1"
         zio_objset = 0x36
@@ -190,6 +194,7 @@ def test_status_and_events_parsers():
     evs = pools.parse_events(EVENTS)
     assert [e.ereport for e in evs] == ["", "checksum", "checksum"]
     assert evs[1].get("vdev_path") == "/dev/nvme0n1"
+    assert evs[1].get("pool") == "tank"          # not the detector's guid
 
 
 def test_one_guest_command_carries_every_section():

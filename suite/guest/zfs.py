@@ -116,8 +116,10 @@ class Zfs:
             if loaded[mod] is not None:
                 self.guest.run(f"rmmod {mod}", timeout=timeout, check=False)
         deps = " ".join(self.record_deps())
-        if deps:
-            self.guest.run(f"modprobe -a {deps}", timeout=timeout, check=False)
+        # /etc/zfs for the pools' cache file: without it every pool created posts a
+        # config_cache_write ereport (the guest's /etc has no OpenZFS installed).
+        self.guest.run("mkdir -p /etc/zfs" + (f"; modprobe -a {deps}" if deps else ""),
+                       timeout=timeout, check=False)
         args = " ".join(f"{k}={v}" for k, v in (params or {}).items())
         for mod in ("spl", "zfs"):
             path = self.record.modules[mod].path

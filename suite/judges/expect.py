@@ -58,8 +58,10 @@ class Leaves:
         err = opt.get("-e", "")
         if err in ("corrupt", "checksum"):
             # On a device the layout may heal it; on a file's data (no -d) it is lost.
-            self.add(what, ereports={"checksum", "data"}, errors={"cksum"}, vdevs={dev},
-                     data_errors=not dev)
+            # An O_DIRECT read that fails its checksum reports dio_verify_rd (it is
+            # then retried through the ARC).
+            self.add(what, ereports={"checksum", "data", "dio_verify_rd"}, errors={"cksum"},
+                     vdevs={dev}, data_errors=not dev)
         elif err in ("io", "nxio", "dtl", "decompress", "decrypt"):
             self.add(what, ereports={"io", "data", "checksum", "decompress", "authentication"},
                      errors={"read", "write"} if dev else set(), vdevs={dev} if dev else set(),

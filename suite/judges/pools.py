@@ -87,13 +87,20 @@ _FIELD = re.compile(r"^\s+(\w+) = (.*)$")
 
 
 def parse_events(text: str) -> list[Event]:
+    """Events and their top-level fields (an embedded nvlist's, such as the
+    detector's ``pool = <guid>``, are skipped)."""
     out: list[tuple[str, list[tuple[str, str]]]] = []
+    depth = 0
     for ln in text.splitlines():
         m = _EVENT.match(ln)
         if m:
             out.append((m[1], []))
+            depth = 0
             continue
-        f = _FIELD.match(ln)
-        if f and out:
+        if "(embedded nvlist)" in ln:
+            depth += 1
+        elif ln.strip().startswith("(end "):
+            depth = max(0, depth - 1)
+        elif depth == 0 and out and (f := _FIELD.match(ln)):
             out[-1][1].append((f[1], f[2].strip().strip('"')))
     return [Event(c, tuple(fs)) for c, fs in out]

@@ -42,6 +42,8 @@ MARKERS = [
     "perf: a benchmark (fio matrices); deselected unless -m selects it",
     "zts: OpenZFS's own test suite (ZTS) run by tag; deselected unless -m selects it "
     "(-m zts also turns on --zts)",
+    "explore: seeded op sequences checked against a byte model, a failure shrunk "
+    "(suite/explore); deselected unless -m selects it",
     "quick(*ids): the variants of this case function the quick tier runs (--tier quick)",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "leaves(ereports=[], errors=[], vdevs=[], data_errors=False): what the case may leave "
@@ -80,6 +82,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
+    from suite.explore.session import parse_budget
+    g.addoption("--explore-seed", type=int, default=1, metavar="N",
+                help="-m explore: the master seed (sequence k's seed derives from it and k)")
+    g.addoption("--explore-budget", type=parse_budget, default="5m", metavar="TIME|Nx",
+                help="-m explore: how long to explore (90s, 15m, 1h) or how many "
+                     "sequences (20x); shrinking a finding comes on top (default 5m)")
 
 
 def _run_label(config: pytest.Config) -> str:
@@ -113,8 +121,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_ZtsJunit(), "ozfs-vmci-zts-junit")
 
 
-# Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests.
-OPT_IN = ("perf", "zts")
+# Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests,
+# exploration.
+OPT_IN = ("perf", "zts", "explore")
 
 
 def asks_for(config: pytest.Config, marker: str) -> bool:
@@ -288,11 +297,12 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
 
 
 def _first_line(rep: pytest.TestReport) -> str:
-    """The failure's message: pytest's first ``E`` line, else its last line."""
+    """The failure's message: pytest's first ``E`` line; for ``pytest.fail(...,
+    pytrace=False)`` (no ``E`` lines: the message is the text) its first line."""
     lines = (getattr(rep, "longreprtext", "") or "").splitlines()
     errors = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
     rest = [ln.strip() for ln in lines if ln.strip()]
-    return (errors[0] if errors else rest[-1] if rest else "")[:300]
+    return (errors[0] if errors else rest[0] if rest else "")[:300]
 
 
 class _VerdictCount:
