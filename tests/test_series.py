@@ -191,3 +191,14 @@ def test_export_leaves_out_missing_blobs_unless_needed(repos):
     assert (d / "module/zfs/read.c").exists() and (d / "META").exists()
     with pytest.raises(SourceError, match="lacks files the build needs: tests/data.bin"):
         cache.export(commit, Path(tempfile.mkdtemp()), needed=("tests/",))
+
+
+def test_a_commit_lists_every_bug_it_has_and_fixes():
+    """`suite series` showed one bug per commit: 317cbaa57 has six (#25)."""
+    from suite.source import series as s
+    m = s.available()["async-dio"]
+    tags = m.bug_tags("317cbaa578bea7a09873e5c709540981ba02f409")
+    has = tags.split("[has ", 1)[1].split("]", 1)[0].split(", ")
+    assert len(has) == 6 and "short-write-reported-as-error" in has
+    assert "[fixes fsync-ignores-queued-writes]" in tags
+    assert m.bug_tags("0" * 40) == ""

@@ -67,6 +67,14 @@ class Manifest:
     bugs: tuple[KnownBug, ...] = ()
     path: Path | None = None
 
+    def bug_tags(self, commit: str) -> str:
+        """``[has a, b]  [fixes c]`` for a commit of the series: every known bug it
+        has (a commit may have several) and every one it fixes."""
+        has = [b.id for b in self.bugs if b.bad == commit]
+        fixes = [b.id for b in self.bugs if b.fixed == commit]
+        return "".join(f"  [{verb} {', '.join(ids)}]"
+                       for verb, ids in (("has", has), ("fixes", fixes)) if ids)
+
 
 def load_manifest(path: Path) -> Manifest:
     try:
