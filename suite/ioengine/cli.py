@@ -1,4 +1,4 @@
-"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev ...``.
+"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev|explore-run ...``.
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from .barriers import add_commands as add_write_commands
 from .blockdev import add_commands as add_blockdev_commands
 from .counters import to_int
+from .explore import add_commands as add_explore_commands
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .stress import cmd_flood, cmd_hold, cmd_sample, parse_sample
 from .trials import cmd_run, cmd_write_file
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.set_defaults(func=cmd_sample)
     add_write_commands(sub)
     add_blockdev_commands(sub)
+    add_explore_commands(sub)
     return p
 
 

@@ -37,7 +37,7 @@ SKIP = re.compile(r"(/sys/module/\$m/srcversion|^modinfo |^insmod |^rmmod |^modp
                   r"^test -e /sys/module/zfs/parameters/|cd /sys/module/zfs/parameters && grep)")
 TOOL = re.compile(r"(?:LD_LIBRARY_PATH=\S+ )?\S*/(?:\.libs/)?(zpool|zfs|zinject|zdb)(?=\s|$)")
 ENGINE = re.compile(r"PYTHONPATH=\S+ \S+ -m suite\.ioengine")
-PLAN = re.compile(r"/tmp/ozfs-engine/(\S+?\.plan\.json)")
+PLAN = re.compile(r"/tmp/ozfs-engine/(\S+?\.(?:plan|seq)\.json)")   # seq: suite explore
 DEVICE = re.compile(r"/dev/nvme(\d+)n1\b")
 
 
@@ -85,13 +85,15 @@ def engine_zip() -> str:
 JUDGE = r'''
 import glob, json, os, re, sys
 rec = json.load(open(os.path.join(os.environ["HERE"], "expected.json")))
-results = {}
+results, explored = {}, []
 for f in glob.glob(os.path.join(os.environ["OUT"], "*.jsonl")):
     for ln in open(f):
         if ln.startswith("{"):
             d = json.loads(ln)
             if d.get("event") == "trial":
                 results[d["id"]] = d
+            elif d.get("event") == "explore-done":
+                explored.append(d)
 def moved(c, *keys):
     return any((c or {}).get(k) for k in keys)
 def shows(kind, r):
@@ -116,6 +118,8 @@ for s in rec["symptoms"]:
                         r"Redzone|Poison", dmesg)
     elif kind in ("hang", "D-state", "no-result"):
         hit = hung
+    elif detail.startswith("explore "):     # a sequence of suite explore failed this way
+        hit = any(not e.get("ok") and e.get("kind") == kind for e in explored)
     elif m and m.group(1) in results:
         hit = shows(kind, results[m.group(1)])
     elif results:
@@ -191,7 +195,8 @@ def write_reproducer(case_dir: Path, nodeid: str, v: CaseVerdict) -> Path | None
         return None
     out = case_dir / "repro"
     out.mkdir(exist_ok=True)
-    for plan in (case_dir / "engine").glob("*.plan.json") if (case_dir / "engine").exists() \
+    engine = case_dir / "engine"
+    for plan in [*engine.glob("*.plan.json"), *engine.glob("*.seq.json")] if engine.exists() \
             else []:
         (out / plan.name).write_text(plan.read_text())
     ndev = max([int(m) + 1 for c, _ in steps for m in DEVICE.findall(c)] or [1])

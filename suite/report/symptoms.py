@@ -11,7 +11,9 @@ Kinds (strings, so manifests can name them):
 
 - I/O outcomes: ``EINVAL``, ``EFAULT``, ``error:<ERRNO>``, ``short``,
   ``wrong-bytes``, ``overrun``, ``no-EINVAL`` (success where EINVAL was due),
-  ``served-by-ARC`` / ``served-by-DIO`` (the other path than the one due);
+  ``served-by-ARC`` / ``served-by-DIO`` (the other path than the one due),
+  ``paths-disagree`` (``suite explore``: O_DIRECT, buffered and mmap reads of one
+  file returned different bytes);
 - writes: ``past-end`` (the file grew past what the call said it wrote),
   ``no-short`` (a write the limit should have cut came back whole),
   ``past-limit`` (a file grew past RLIMIT_FSIZE), ``no-EFBIG``, ``order``

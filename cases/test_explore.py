@@ -1,0 +1,103 @@
+"""Exploration (``-m explore`` only; the project's issue #22).
+
+Seeded sequences of ops on one file of the case's dataset, after xfstests' fsx:
+pread/pwrite and preadv/pwritev (sync, libaio, io_uring; O_DIRECT or buffered,
+aligned or misaligned on purpose; buffers from the heap, fresh anonymous memory,
+an offset inside a page, a shared file mapping, a huge page), mmap reads and
+writes, truncate up and down, punch-hole and zero-range, copy_file_range,
+fsync/fdatasync/syncfs, and a verify that reads the whole file through
+O_DIRECT, buffered and mmap. Every read is checked against a byte model of the
+file (``suite/ioengine/explore.py``). Each sequence runs under its own dataset
+properties (recordsize, compression, checksum, direct, sync, primarycache) and
+module parameters (``zfs_dio_strict``, ``zfs_async_dio_enabled``, where the
+build has them).
+
+Property: every op of every sequence is right (a misaligned O_DIRECT request
+may be refused with EINVAL; an op the filesystem lacks is recorded as
+unsupported). A failing sequence is shrunk by replaying candidates in the guest
+(``suite/explore/shrink.py``) and the case fails with the minimal sequence, one
+op a line (``explore/minimal-<seed>.txt`` in the case folder). Options:
+``--explore-seed N`` (the master seed) and ``--explore-budget 15m|90s|20x``.
+"""
+from __future__ import annotations
+
+import pytest
+
+from suite.explore.gen import PARAM_CHOICES, PROP_CHOICES, Choices
+from suite.explore.ops import Sequence
+from suite.explore.session import Budget, GuestRunner, Settings, explore, parse_budget
+
+pytestmark = [pytest.mark.vm, pytest.mark.explore]
+
+PER_SEQUENCE_S = 60.0           # a guess at one run under KVM, for an "Nx" budget's backstop
+SHRINK_S = 1200.0               # wall clock for shrinking a finding
+SETUP_S = 600.0                 # guest, pool and the first commands, before scaling
+
+
+class Conditions:
+    """Puts a sequence's dataset properties and module parameters in place
+    (only those that change; the fixture restores the parameters afterwards)."""
+
+    def __init__(self, zfs_guest, dataset) -> None:
+        self.zfs, self.dataset = zfs_guest, dataset
+        self.props: dict[str, str] = {}
+        self.params: dict[str, int] = {}
+
+    def __call__(self, seq: Sequence) -> None:
+        for k, v in sorted(seq.props.items()):
+            if self.props.get(k) != v:
+                self.zfs.zfs("set", f"{k}={v}", self.dataset.name)
+                self.props[k] = v
+        for k, v in sorted(seq.params.items()):
+            if self.params.get(k) != v:
+                self.zfs.set_param(k, v)
+                self.params[k] = v
+
+
+def dataset_props(zfs_guest, name: str) -> set[str]:
+    r = zfs_guest.zfs("get", "-H", "-o", "property", "all", name, check=False)
+    return set(r.stdout.split())
+
+
+def conditions_row(seq: Sequence) -> str:
+    """The finding's row: what it ran under (a manifest's ``rows`` regex matches it)."""
+    return " ".join(f"{k}={v}" for k, v in sorted({**seq.params, **seq.props}.items()))
+
+
+@pytest.fixture
+def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
+    """The --explore-budget, and a backstop that fits it (exploring and shrinking
+    are wall clock; the backstop is scaled by the accelerator on top of this)."""
+    budget = parse_budget(request.config.getoption("explore_budget"))
+    wall = budget.explore_s(PER_SEQUENCE_S * accel.scale) + SHRINK_S
+    request.node.add_marker(pytest.mark.deadline(wall / accel.scale + SETUP_S), append=False)
+    return budget
+
+
+def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_budget):
+    """Generated sequences, each op checked; a failure shrunk and shown."""
+    seed = request.config.getoption("explore_seed")
+    have = dataset_props(zfs_guest, pool.name)
+    params = tuple(p for p in sorted(PARAM_CHOICES) if zfs_guest.has_param(p))
+    choices = Choices(props={k: v for k, v in PROP_CHOICES.items() if k in have},
+                      params=params)
+    settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
+                        out_dir=case_dir / "explore", shrink_s=SHRINK_S)
+    print(f"explore: master seed {seed}, budget {explore_budget}; props varied: "
+          f"{', '.join(sorted(choices.props)) or 'none'}; params varied: "
+          f"{', '.join(params) or 'none (the build has neither)'}")
+    result = explore(GuestRunner(engine), settings, seed, explore_budget, choices,
+                     Conditions(zfs_guest, pool))
+    print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
+          f"{result.elapsed_s:.0f}s; summary {settings.out_dir / 'summary.json'}")
+    for f in result.findings:
+        symptom(f.kind, f.detail(), row=conditions_row(f.minimal))
+    for s, v in result.no_result:
+        symptom("no-result", f"explore seed {s}: {v.why}"[:300])
+    if result.findings:
+        pytest.fail("\n".join(f"{f.text}\nfiles: {f.json_path} {f.txt_path}"
+                              for f in result.findings), pytrace=False)
+    if result.no_result:
+        pytest.fail("a sequence brought no result (the engine died or stopped early):\n" +
+                    "\n".join(f"seed {s}: {v.why}" for s, v in result.no_result), pytrace=False)
+    assert result.runs, f"the budget {explore_budget} allowed no sequence"

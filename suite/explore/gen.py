@@ -1,0 +1,214 @@
+"""The seeded generator: the same seed gives the same sequence on any machine.
+
+Only ``random.Random(seed)`` decides (no ``hash()`` of a string, no set order).
+Shapes sit around the boundaries Direct I/O cares about: 4 KiB pages, the
+dataset's recordsize (and 128 KiB), EOF tails that are not page-aligned; a
+share of O_DIRECT requests is misaligned on purpose (offset, length, buffer or
+several). Each sequence also picks dataset properties and, among the module
+parameters the build has, their values.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+
+from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, WRITES, Op, Sequence)
+
+PAGE = 4096
+REC_128K = 128 << 10
+PROP_CHOICES: dict[str, tuple[str, ...]] = {
+    "recordsize": ("4K", "16K", "128K", "1M"),
+    "compression": ("off", "lz4"),
+    "checksum": ("fletcher4", "sha256"),
+    "direct": ("standard", "always", "disabled"),
+    "sync": ("standard", "always"),
+    "primarycache": ("all", "metadata"),
+}
+PARAM_CHOICES: dict[str, tuple[int, ...]] = {
+    "zfs_dio_strict": (0, 1),
+    "zfs_async_dio_enabled": (0, 1),
+}
+OP_WEIGHTS: dict[str, int] = {
+    "pread": 12, "preadv": 10, "pwrite": 12, "pwritev": 10, "mmap_read": 4,
+    "mmap_write": 4, "punch_hole": 3, "zero_range": 2, "copy_range": 3, "truncate": 4,
+    "fsync": 2, "fdatasync": 2, "syncfs": 1, "evict": 3, "verify": 4,
+}
+BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range")
+SEGS = (1, 2, 3, 4, 8, 9, 16)
+BUF_OFFSETS = (512, 1024, 2048, 3072, 100, 4000)
+ODD_LENGTHS = (1, 511, 512, 1000, 4095, 4097, 8191, 12000, 40000)
+ODD_DELTAS = (-4095, -512, -1, 1, 100, 511, 512, 2048, 4095)
+
+
+@dataclass
+class Choices:
+    """What a generator may pick from. ``params`` are the module parameters the
+    build has (one missing from it is simply not varied); ``props`` the dataset
+    properties and their values (a property the build lacks: leave it out)."""
+    ops: tuple[str, ...] = OP_KINDS
+    ifaces: tuple[str, ...] = IFACES
+    bufs: tuple[str, ...] = BUF_SOURCES
+    props: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(PROP_CHOICES))
+    params: tuple[str, ...] = ()
+    param_values: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(PARAM_CHOICES))
+    direct_share: float = 0.6        # of reads and writes, O_DIRECT
+    misaligned_share: float = 0.3    # of reads and writes, misaligned on purpose
+
+
+def sequence_seed(master: int, k: int) -> int:
+    """The seed of sequence ``k`` of a run with master seed ``master`` (48 bits)."""
+    return int.from_bytes(hashlib.sha256(f"explore:{master}:{k}".encode()).digest()[:6], "big")
+
+
+def _recordsize(props: dict[str, str]) -> int:
+    text = props.get("recordsize", "128K")
+    return int(text[:-1]) << (10 if text.endswith("K") else 20)
+
+
+class _Gen:
+    """One sequence's choices, with the size the file will have if every op lands."""
+
+    def __init__(self, rng: random.Random, limit: int, rec: int, ch: Choices) -> None:
+        self.rng, self.limit, self.rec, self.ch = rng, limit, rec, ch
+        self.size = 0
+        self.token = 0
+        self.recent: list[int] = [0]    # where the last ops began and ended: overlap
+
+    def touched(self, off: int, n: int) -> None:
+        self.recent = (self.recent + [off, off + n])[-6:]
+
+    def offset(self, aligned: bool) -> int:
+        r = self.rng
+        anchor = r.choice((0, self.size, self.size - self.size % PAGE, self.rec, REC_128K,
+                           2 * self.rec, r.randrange(max(1, self.limit)), r.choice(self.recent),
+                           r.choice(self.recent)))
+        if aligned:
+            off = anchor - anchor % PAGE + PAGE * r.choice((-1, 0, 0, 1, 2))
+        else:
+            off = anchor + r.choice(ODD_DELTAS)
+        off = min(max(0, off), self.limit - 1)
+        return off - off % PAGE if aligned else off
+
+    def length(self, aligned: bool, room: int) -> int:
+        r = self.rng
+        if aligned:
+            n = PAGE * r.choice((1, 1, 2, 3, 4, 8, 16, 32, self.rec // PAGE, self.rec // PAGE + 1))
+        else:
+            n = r.choice(ODD_LENGTHS + (self.rec - 1, self.rec + 1, self.rec + PAGE + 100))
+        n = min(n, room)
+        return n - n % PAGE if aligned and n >= PAGE else max(1, n)
+
+    def shape(self, aligned: bool) -> tuple[int, int]:
+        off = self.offset(aligned)
+        if aligned and self.limit - off < PAGE:
+            off = max(0, (self.limit - PAGE) // PAGE * PAGE)
+        return off, self.length(aligned, self.limit - off)
+
+    def io(self, kind: str) -> Op:
+        r, ch = self.rng, self.ch
+        direct = r.random() < ch.direct_share
+        aligned = r.random() >= ch.misaligned_share
+        # Which dimensions a misaligned request gets wrong: at least one.
+        bad = set() if aligned else {d for d in ("off", "len", "buf") if r.random() < 0.5}
+        if not aligned and not bad:
+            bad = {r.choice(("off", "len", "buf"))}
+        off = self.offset("off" not in bad)
+        if kind in READS and r.random() < 0.3 and self.size:    # across EOF
+            off = max(0, self.size - r.choice((1, 100, PAGE - 1, PAGE, PAGE + 1)))
+            off = off - off % PAGE if "off" not in bad else off
+        if "off" not in bad and self.limit - off < PAGE:
+            off = max(0, (self.limit - PAGE) // PAGE * PAGE)
+        n = self.length("len" not in bad, self.limit - off)
+        plain = tuple(b for b in ch.bufs if b != "anon_offset") or ch.bufs
+        buf, buf_off = r.choice(plain), 0
+        if "buf" in bad:
+            buf = "anon_offset" if "anon_offset" in ch.bufs and r.random() < 0.7 else buf
+            buf_off = r.choice(BUF_OFFSETS)
+        segs = 0
+        if kind in ("preadv", "pwritev"):
+            most = n // PAGE if n % PAGE == 0 and n >= PAGE else n
+            segs = min(r.choice(SEGS), max(1, most))
+        data = 0
+        if kind in WRITES:
+            data = self.next_token()
+            self.size = max(self.size, off + n)
+        self.touched(off, n)
+        return Op(kind, iface=r.choice(ch.ifaces), direct=direct, off=off, len=n, buf=buf,
+                  buf_off=buf_off, segs=segs, data=data)
+
+    def next_token(self) -> int:
+        self.token += 1
+        return self.token
+
+    def other(self, kind: str) -> Op:
+        r = self.rng
+        if kind in ("mmap_read", "mmap_write"):
+            aligned = r.random() < 0.5
+            off = min(self.offset(aligned), max(0, self.size - 1))
+            n = max(1, min(self.length(aligned, self.limit - off), self.size - off))
+            self.touched(off, n)
+            return Op(kind, off=off, len=n, data=self.next_token() if kind == "mmap_write" else 0)
+        if kind == "truncate":
+            s = r.choice((self.size + 1, max(0, self.size - 1), self.size + PAGE + 100,
+                          max(0, self.size - PAGE - 100), 40000, 12000, 4196, self.rec + 1,
+                          r.randrange(self.limit)))
+            self.size = min(max(0, s), self.limit)
+            return Op(kind, size=self.size)
+        if kind in ("punch_hole", "zero_range"):
+            off, n = self.shape(r.random() < 0.5)
+            self.touched(off, n)
+            if kind == "zero_range":
+                self.size = max(self.size, off + n)
+            return Op(kind, off=off, len=n)
+        if kind == "copy_range":
+            whole = r.random() < 0.4        # recordsize-aligned: where block cloning applies
+            unit = self.rec if whole and self.rec <= self.limit // 2 else 1
+            src = r.randrange(max(1, self.limit // unit)) * unit
+            off, n = self.shape(False)
+            if unit > 1:
+                off, n = off - off % unit, unit
+            n = max(1, min(n, self.limit - src, self.limit - off))
+            self.size = max(self.size, off + n)
+            return Op(kind, off=off, len=n, src_off=src)
+        return Op(kind)
+
+
+def _pick(rng: random.Random, pairs: dict[str, tuple], names: tuple[str, ...] | None = None) -> dict:
+    """One value for each name (sorted: the order of a dict never decides)."""
+    return {k: rng.choice(pairs[k]) for k in sorted(pairs) if names is None or k in names}
+
+
+def generate(seed: int, n_ops: int, target: str, file_size_max: int,
+             choices: Choices | None = None) -> Sequence:
+    """Sequence ``seed``: ``n_ops`` ops (the last a whole-file verify) on a
+    ``target`` ("file" or "blockdev") of at most ``file_size_max`` bytes."""
+    if target not in ("file", "blockdev"):
+        raise ValueError(f"target must be 'file' or 'blockdev', not {target!r}")
+    if file_size_max < 2 * PAGE:
+        raise ValueError(f"file_size_max {file_size_max} leaves no room: give at least {2 * PAGE}")
+    ch = choices or Choices()
+    rng = random.Random(seed)
+    props = _pick(rng, {k: tuple(v) for k, v in ch.props.items()})
+    if target == "blockdev":
+        props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
+    params = _pick(rng, ch.param_values, tuple(ch.params))
+    g = _Gen(rng, file_size_max, _recordsize(props), ch)
+    if target == "blockdev":
+        g.size = file_size_max
+    else:
+        g.size = min(file_size_max, rng.choice((0, 4196, 12000, 40000, 3 * PAGE, g.rec + 1000,
+                                                file_size_max // 2)))
+    init = g.size
+    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k not in BLOCKDEV_SKIP)]
+    if not kinds:
+        raise ValueError(f"choices.ops {ch.ops} leaves no op for a {target}: "
+                         f"pick from {', '.join(OP_WEIGHTS)}")
+    weights = [OP_WEIGHTS[k] for k in kinds]
+    ops: list[Op] = []
+    for _ in range(max(0, n_ops - 1)):
+        kind = rng.choices(kinds, weights)[0]
+        ops.append(g.io(kind) if kind in READS + WRITES else g.other(kind))
+    ops.append(Op("verify"))
+    return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
+                    init_size=init, file_size_max=file_size_max)

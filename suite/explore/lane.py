@@ -1,0 +1,77 @@
+"""``python -m suite explore``: an inner pytest session of
+``cases/test_explore.py -m explore`` at one build, then what it found.
+
+Exit 0: the exploration ran and found nothing; 1: a finding (a failed case
+with a symptom about the build, not the harness); 2: inconclusive (no case came
+to a verdict, the guest or the engine gave out, the session overran) or usage.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from suite import paths
+from suite.build.pipeline import BUILD_OPTIONS
+from suite.explore.session import Budget, parse_budget
+from suite.report.sessions import SESSION_TIMEOUT, load_verdicts, run_cases
+from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict
+
+CASES = paths.PROJECT_ROOT / "cases" / "test_explore.py"
+MARGIN_S = 3 * 3600.0           # a build, a guest and shrinking, on top of the budget
+
+
+def build_argv(get: Callable[[str], Any]) -> list[str]:
+    """The build options given (``get(dest)``), as pytest arguments."""
+    out: list[str] = []
+    for o in BUILD_OPTIONS:
+        v = get(o.dest)
+        if o.kind == "append":
+            out += [x for item in v or [] for x in (o.flag, item)]
+        elif o.kind == "flag":
+            out += [o.flag] if v else []
+        elif v:
+            out += [o.flag, str(v)]
+    return out
+
+
+def classify(verdicts: dict[str, CaseVerdict], problem: str = "") -> tuple[int, str]:
+    """(exit code, why) of a session's explore verdicts."""
+    cases = [v for v in verdicts.values() if "test_explore" in v.nodeid]
+    if not cases:
+        return 2, problem or "no explore case came to a verdict (see pytest.log)"
+    found = [v for v in cases if v.outcome == "failed"
+             and any(s.kind not in INFRASTRUCTURE for s in v.symptoms)]
+    if found:
+        return 1, "finding: " + "; ".join(str(s) for v in found for s in v.symptoms
+                                          if s.kind not in INFRASTRUCTURE)
+    if problem:
+        return 2, problem
+    if all(v.outcome == "passed" for v in cases):
+        return 0, "no finding"
+    return 2, "inconclusive: " + "; ".join(
+        f"{v.outcome}: {v.reason or ', '.join(str(s) for s in v.symptoms)}" for v in cases
+        if v.outcome != "passed")
+
+
+def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
+             results: Path | None = None) -> int:
+    budget: Budget = parse_budget(budget_text)
+    results = results or paths.results_root() / \
+        f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}"
+    args = ["-m", "explore", "--explore-seed", str(seed), "--explore-budget", str(budget),
+            *build]
+    print(f"==> explore: seed {seed}, budget {budget}; pytest {' '.join(args)} "
+          f"(results {results})", flush=True)
+    timeout = max(SESSION_TIMEOUT, budget.explore_s(120.0) + MARGIN_S)
+    _, problem, secs = run_cases(args, results, pytest_args, timeout=timeout, targets=[str(CASES)])
+    verdicts = load_verdicts(results)
+    code, why = classify(verdicts, problem)
+    for v in verdicts.values():
+        print(f"{v.outcome:8s} {v.nodeid}" + "".join(f"\n         {s}" for s in v.symptoms))
+    for txt in sorted(results.glob("*/cases/*/explore/minimal-*.txt")):
+        print(f"\n--- {txt}\n{txt.read_text().rstrip()}")
+    for summary in sorted(results.glob("*/cases/*/explore/summary.json")):
+        print(f"summary: {summary}")
+    print(f"\nexplore: {why} (exit {code}; {secs:.0f}s; {results}, pytest.log there)")
+    return code

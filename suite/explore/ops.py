@@ -1,0 +1,149 @@
+"""Sequences as data: :class:`Op` and :class:`Sequence`, to and from JSON (the
+format ``python -m suite.ioengine explore-run`` reads), and one line per op
+for a person: ``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+READS = ("pread", "preadv")
+WRITES = ("pwrite", "pwritev")
+IO_OPS = READS + WRITES
+RANGE_OPS = ("mmap_read", "mmap_write", "punch_hole", "zero_range", "copy_range")
+SYNC_OPS = ("fsync", "fdatasync", "syncfs")
+# Every op the generator may emit (the guest also has "tamper", a self-test hook).
+OP_KINDS = IO_OPS + RANGE_OPS + ("truncate",) + SYNC_OPS + ("evict", "verify")
+IFACES = ("sync", "libaio", "io_uring")
+BUF_SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage")
+FORMAT_VERSION = 1
+
+# The fields each kind uses; the others stay at their defaults and out of the JSON.
+_FIELDS: dict[str, tuple[str, ...]] = {
+    **{k: ("iface", "direct", "off", "len", "buf", "buf_off") for k in READS},
+    **{k: ("iface", "direct", "off", "len", "buf", "buf_off", "data") for k in WRITES},
+    "mmap_read": ("off", "len"), "mmap_write": ("off", "len", "data"),
+    "punch_hole": ("off", "len"), "zero_range": ("off", "len"),
+    "copy_range": ("off", "len", "src_off"), "truncate": ("size",),
+    "tamper": ("off", "len"),
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation on the target. ``data`` names the bytes a write lays down
+    (``pattern("<seed>:w<data>")`` at its offset); ``segs`` is the iovec count
+    of ``preadv``/``pwritev``; ``buf_off`` moves the buffer off its alignment."""
+    op: str
+    iface: str = "sync"
+    direct: bool = False
+    off: int = 0
+    len: int = 0
+    size: int = 0
+    buf: str = "heap"
+    buf_off: int = 0
+    segs: int = 0
+    data: int = 0
+    src_off: int = 0
+
+    def used_fields(self) -> tuple[str, ...]:
+        extra = ("segs",) if self.op in ("preadv", "pwritev") else ()
+        return _FIELDS.get(self.op, ()) + extra
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {"op": self.op, **{k: d[k] for k in self.used_fields()
+                                  if k != "buf_off" or self.buf_off}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Op":
+        known = {f.name for f in fields(cls)}
+        if "op" not in d or set(d) - known:
+            raise ValueError(f"not an op: {d!r} (fields: {', '.join(sorted(known))})")
+        return cls(**d)
+
+    @property
+    def aligned(self) -> bool:
+        """Offset, length and buffer on 4 KiB (what O_DIRECT needs everywhere)."""
+        return self.off % 4096 == 0 and self.len % 4096 == 0 and self.buf_off % 4096 == 0 \
+            and self.buf != "anon_offset"
+
+    def render(self) -> str:
+        """``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``."""
+        if self.op in IO_OPS:
+            words = [self.op, self.iface, "O_DIRECT" if self.direct else "buffered",
+                     f"off={self.off}", f"len={self.len}", f"buf={self.buf}"]
+            if self.buf_off:
+                words.append(f"buf_off={self.buf_off}")
+            if self.op in ("preadv", "pwritev"):
+                words.append(f"segs={max(1, self.segs)}")
+            return " ".join(words)
+        if self.op == "truncate":
+            return f"truncate size={self.size}"
+        if self.op == "copy_range":
+            return f"copy_range off={self.off} len={self.len} src_off={self.src_off}"
+        if self.op in _FIELDS:
+            return " ".join([self.op] + [f"{k}={getattr(self, k)}" for k in ("off", "len")])
+        return self.op
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """A program for the guest: dataset properties and module parameters to run
+    it under (the host sets them), the initial content, and the ops."""
+    seed: int
+    props: dict[str, str] = field(default_factory=dict)
+    params: dict[str, int] = field(default_factory=dict)
+    ops: tuple[Op, ...] = ()
+    target: str = "file"             # file | blockdev
+    init_size: int = 0
+    file_size_max: int = 1 << 20
+
+    def with_ops(self, ops: list[Op] | tuple[Op, ...]) -> "Sequence":
+        return replace(self, ops=tuple(ops))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, "seed": self.seed, "target": self.target,
+                "init_size": self.init_size, "file_size_max": self.file_size_max,
+                "props": dict(sorted(self.props.items())),
+                "params": dict(sorted(self.params.items())),
+                "ops": [o.to_dict() for o in self.ops]}
+
+    def to_json(self) -> str:
+        """One op a line: a person reads it, a diff shows what shrinking removed."""
+        d = self.to_dict()
+        ops = d.pop("ops")
+        head = json.dumps(d)[:-1]
+        body = ",\n".join("  " + json.dumps(o) for o in ops)
+        return f"{head}, \"ops\": [\n{body}\n]}}\n"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Sequence":
+        if d.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+            raise ValueError(f"sequence format {d.get('version')} is not {FORMAT_VERSION}")
+        return cls(seed=int(d["seed"]), props=dict(d.get("props") or {}),
+                   params={k: int(v) for k, v in (d.get("params") or {}).items()},
+                   ops=tuple(Op.from_dict(o) for o in d.get("ops") or ()),
+                   target=str(d.get("target", "file")), init_size=int(d.get("init_size", 0)),
+                   file_size_max=int(d.get("file_size_max", 1 << 20)))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Sequence":
+        return cls.from_dict(json.loads(text))
+
+    def key(self) -> str:
+        """The same text for the same sequence (what the shrinker caches by)."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def render(self, mark: int | None = None) -> str:
+        """The sequence for a person: its conditions, then one op a line
+        (``mark``: the op that failed gets an arrow)."""
+        lines = [f"seed {self.seed}, target {self.target}, initial size {self.init_size}"]
+        if self.props:
+            lines.append("zfs set " + " ".join(f"{k}={v}" for k, v in sorted(self.props.items())))
+        for k, v in sorted(self.params.items()):
+            lines.append(f"echo {v} > /sys/module/zfs/parameters/{k}")
+        for i, o in enumerate(self.ops):
+            lines.append(f"{'=>' if i == mark else '  '} {i:3d}  {o.render()}")
+        return "\n".join(lines)

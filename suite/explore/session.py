@@ -1,0 +1,294 @@
+"""What the ``explore`` case runs: generate sequence k (its seed derived from
+the master seed and k), write it to the case folder, run it in the guest,
+judge it; on a failure shrink it by replaying candidates through the same
+guest command (each on a fresh file), save the smallest as
+``explore/minimal-<seed>.json`` and ``.txt``, replay that once more to
+confirm, and return the findings.
+
+Every run goes through ``python -m suite.ioengine explore-run
+/tmp/ozfs-engine/<name>.seq.json --file <dataset>/<name>.bin``, so the case's
+``commands.log`` holds each of them and its reproducer (``repro/repro.sh``)
+replays them; the sequences themselves are kept as ``engine/<name>.seq.json``
+with the engine's output beside them (``<name>.results.jsonl``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from suite.errors import GuestError, KernelTripped
+from suite.explore.gen import Choices, generate, sequence_seed
+from suite.explore.judge import Verdict, in_flight, judge, parse_lines, report_text
+from suite.explore.ops import Sequence
+from suite.explore.shrink import DEFAULT_TRIES, shrink
+
+REMOTE_DIR = "/tmp/ozfs-engine"
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|x)?\s*$")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to explore: ``seconds`` of wall clock, or a number of ``sequences``."""
+    seconds: float | None = None
+    sequences: int | None = None
+
+    def allows(self, done: int, elapsed_s: float) -> bool:
+        if self.sequences is not None:
+            return done < self.sequences
+        return elapsed_s < (self.seconds or 0.0)
+
+    def __str__(self) -> str:
+        return f"{self.sequences}x" if self.sequences is not None else f"{self.seconds:g}s"
+
+    def explore_s(self, per_sequence_s: float) -> float:
+        """The exploring part's length, before any shrinking."""
+        return self.sequences * per_sequence_s if self.sequences is not None \
+            else float(self.seconds or 0.0)
+
+
+def parse_budget(text: str) -> Budget:
+    """``15m``, ``90s``, ``1h``, ``600`` (seconds) or ``20x`` (20 sequences)."""
+    m = _BUDGET.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"budget {text!r}: give a time (90s, 15m, 1h) or a number of sequences (20x)")
+    n, unit = float(m.group(1)), m.group(2) or "s"
+    if unit == "x":
+        return Budget(sequences=max(1, int(n)))
+    return Budget(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+
+
+def budget_arg(text: str) -> str:
+    """argparse/pytest option type: the text itself, once it parses (an option's
+    value must stay a string: xdist sends the options to its workers as data)."""
+    parse_budget(text)
+    return str(text)
+
+
+@dataclass
+class RunOutput:
+    lines: list[dict[str, Any]]
+    rc: int | None = None
+    stderr: str = ""
+
+
+class SequenceRunner(Protocol):
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput: ...
+
+
+class GuestRunner:
+    """``explore-run`` in the guest, through the case's ``EngineRunner`` (its
+    command line, its guest, its deadline scale)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._ready = False
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput:
+        guest, scale = self.engine.guest, self.engine.scale
+        if not self._ready:
+            guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * scale)
+            self._ready = True
+        remote = f"{REMOTE_DIR}/{seq_file.name}"
+        guest.put(seq_file, remote)
+        out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
+        try:
+            r = guest.run(self.engine.command("explore-run", remote, "--file", target),
+                          timeout=timeout_s * scale, check=False)
+        except GuestError as e:         # a kernel report, a hang past the deadline, ...
+            partial = getattr(e, "partial_stdout", "") or ""
+            out.write_text(partial)
+            flying = in_flight(parse_lines(partial))
+            e.what += f" (running {seq_file.name}" + \
+                (f"; op {flying} in flight)" if flying is not None else ")")
+            if isinstance(e, KernelTripped):
+                e.row = f"explore {seq_file.name}"
+            raise
+        out.write_text(r.stdout)
+        return RunOutput(parse_lines(r.stdout), r.rc, r.stderr)
+
+
+class LocalRunner:
+    """``explore-run`` on this machine: the self-tests, a look without a guest."""
+
+    def __init__(self, *extra: str) -> None:
+        self.root = Path(__file__).resolve().parents[2]
+        self.extra = list(extra)        # more explore-run arguments (a self-test hook)
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput:
+        p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(seq_file),
+                            "--file", target, *self.extra], cwd=self.root, capture_output=True,
+                           text=True, timeout=timeout_s)
+        out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
+        out.write_text(p.stdout)
+        return RunOutput(parse_lines(p.stdout), p.returncode, p.stderr)
+
+
+@dataclass
+class Settings:
+    workdir: str                    # where the targets go: the dataset's mountpoint
+    seq_dir: Path                   # every sequence run: <name>.seq.json, .results.jsonl
+    out_dir: Path                   # minimal-<seed>.json/.txt, summary.json
+    n_ops: int = 40
+    file_size_max: int = 3 << 20
+    target: str = "file"            # the session runs files only (see Explorer)
+    seq_timeout_s: float = 180.0    # per run, before the runner's scale
+    shrink_tries: int = DEFAULT_TRIES
+    shrink_s: float = 1200.0        # wall clock for shrinking one finding
+    max_findings: int = 1
+
+
+@dataclass
+class Finding:
+    index: int                      # sequence k of the run
+    original: Sequence
+    verdict: Verdict                # how the generated sequence failed
+    minimal: Sequence
+    minimal_verdict: Verdict        # the confirming replay (else the last failing one)
+    confirmed: bool
+    tries: int
+    exhausted: bool
+    json_path: Path
+    txt_path: Path
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return self.verdict.kind or "no-result"
+
+    def detail(self) -> str:
+        """One line for the case's symptom (no word "trial": the reproducer's judge
+        reads ``trial X:`` as an engine trial id)."""
+        v = self.minimal_verdict
+        op = self.minimal.ops[v.failed_at].render() if v.failed_at is not None and \
+            v.failed_at < len(self.minimal.ops) else "?"
+        return (f"explore seed {self.original.seed} op {v.failed_at} ({op}): {v.why}")[:300]
+
+
+@dataclass
+class ExploreResult:
+    master_seed: int
+    budget: str
+    runs: list[dict[str, Any]] = field(default_factory=list)   # one per generated sequence
+    findings: list[Finding] = field(default_factory=list)
+    no_result: list[tuple[int, Verdict]] = field(default_factory=list)   # (seed, verdict)
+    replays: int = 0
+    elapsed_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"master_seed": self.master_seed, "budget": self.budget,
+                "sequences": len(self.runs), "replays": self.replays,
+                "elapsed_s": round(self.elapsed_s, 1), "runs": self.runs,
+                "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
+                              "ops": len(f.minimal.ops), "tries": f.tries,
+                              "json": str(f.json_path), "txt": str(f.txt_path)}
+                             for f in self.findings],
+                "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
+
+
+class Explorer:
+    """One exploration: its runner, where its files go, what it may pick, how a
+    sequence's conditions are put in place, and every run it made."""
+
+    def __init__(self, runner: SequenceRunner, settings: Settings, choices: Choices,
+                 configure: Callable[[Sequence], None] = lambda seq: None,
+                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print):
+        self.runner, self.s, self.choices = runner, settings, choices
+        self.configure, self.clock, self.log = configure, clock, log
+        if settings.target != "file":
+            raise ValueError(f"the session explores files (a fresh one per run), not "
+                             f"{settings.target!r}: run a blockdev sequence with "
+                             f"python -m suite.ioengine explore-run SEQ --blockdev --scratch P")
+        self.replays = 0
+        self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
+        for d in (settings.seq_dir, settings.out_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def replay(self, seq: Sequence, label: str) -> Verdict:
+        """Run ``seq`` once, on a file of its own, under its conditions."""
+        self.replays += 1
+        name = f"explore-{seq.seed}-{self.replays:04d}-{label}"
+        seq_file = self.s.seq_dir / f"{name}.seq.json"
+        seq_file.write_text(seq.to_json())
+        self.configure(seq)
+        out = self.runner.run_sequence(seq_file, f"{self.s.workdir}/{name}.bin",
+                                       self.s.seq_timeout_s)
+        v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
+        self.last[seq.key()] = v
+        return v
+
+    def investigate(self, k: int, seq: Sequence, v: Verdict) -> Finding:
+        """Shrink a failing sequence (same kind of failure only), save and confirm it."""
+        self.log(f"explore: sequence {k} (seed {seq.seed}) {v.line()}; shrinking")
+        (self.s.out_dir / f"original-{seq.seed}.json").write_text(seq.to_json())
+        stop_at = self.clock() + self.s.shrink_s
+
+        def still_fails(c: Sequence) -> bool:
+            r = self.replay(c, "shrink")
+            return r.failed and r.kind == v.kind
+
+        res = shrink(seq, still_fails, self.s.shrink_tries, failed_at=v.failed_at,
+                     should_stop=lambda: self.clock() > stop_at)
+        before = self.last.get(res.sequence.key(), v)     # its last failing run
+        confirm = self.replay(res.sequence, "confirm")
+        confirmed = confirm.failed and confirm.kind == v.kind
+        shown = confirm if confirmed else before
+        stem = self.s.out_dir / f"minimal-{seq.seed}"
+        json_path, txt_path = stem.with_suffix(".json"), stem.with_suffix(".txt")
+        json_path.write_text(res.sequence.to_json())
+        text = report_text(res.sequence, shown, original=seq, original_verdict=v,
+                           confirmed=confirmed, tries=res.tries, label=f"#{k}",
+                           replay_file=json_path.name)
+        if res.exhausted:
+            text += f"(shrinking stopped at its limit: {self.s.shrink_tries} replays or " \
+                    f"{self.s.shrink_s:.0f}s; smaller may exist)\n"
+        text += "steps: " + ("; ".join(res.steps) or "none") + "\n"
+        txt_path.write_text(text)
+        return Finding(k, seq, v, res.sequence, shown, confirmed, res.tries, res.exhausted,
+                       json_path, txt_path, text)
+
+    def run(self, master_seed: int, budget: Budget) -> ExploreResult:
+        result = ExploreResult(master_seed, str(budget))
+        t0, k = self.clock(), 0
+        while budget.allows(k, self.clock() - t0):
+            seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
+                           self.s.file_size_max, self.choices)
+            t = self.clock()
+            v = self.replay(seq, f"s{k}")
+            result.runs.append({"k": k, "seed": seq.seed, "state": v.state, "kind": v.kind,
+                                "failed_at": v.failed_at, "ops": len(seq.ops),
+                                "einval": len(v.einval), "unsupported": len(v.unsupported),
+                                "seconds": round(self.clock() - t, 2)})
+            if v.state == "no-result":
+                result.no_result.append((seq.seed, v))
+                break
+            if v.failed:
+                result.findings.append(self.investigate(k, seq, v))
+                if len(result.findings) >= self.s.max_findings:
+                    break
+            k += 1
+            self._save(result, t0)
+        self._save(result, t0)
+        return result
+
+    def _save(self, result: ExploreResult, t0: float) -> None:
+        result.replays, result.elapsed_s = self.replays, self.clock() - t0
+        (self.s.out_dir / "summary.json").write_text(json.dumps(result.summary(), indent=1,
+                                                                default=str) + "\n")
+
+
+def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget: Budget,
+            choices: Choices | None = None,
+            configure: Callable[[Sequence], None] = lambda seq: None,
+            clock: Callable[[], float] = time.monotonic,
+            log: Callable[[str], None] = print) -> ExploreResult:
+    """Explore until the budget is spent or a finding is made (and shrunk)."""
+    return Explorer(runner, settings, choices or Choices(), configure, clock, log).run(
+        master_seed, budget)

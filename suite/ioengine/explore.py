@@ -1,0 +1,171 @@
+"""``explore-run SEQ.json --file PATH``: run a sequence of ops against one target,
+keep a byte model of what it must hold, check every read against it.
+
+The guest side of ``suite explore`` (the host side is ``suite/explore``), after
+xfstests' fsx: a sequence is data (JSON, written by ``suite.explore.gen``)::
+
+    {"seed": 7, "target": "file", "init_size": 40000, "file_size_max": 3145728,
+     "props": {...}, "params": {...},            # applied by the host, not here
+     "ops": [{"op": "pwrite", "iface": "libaio", "direct": true, "off": 8192,
+              "len": 12288, "buf": "anon_offset", "buf_off": 512, "data": 3}, ...]}
+
+The target is created (truncated) and filled with ``init_size`` bytes of the
+sequence's pattern; a block device (``--blockdev``) is written over that window.
+Ops are the functions of :data:`suite.ioengine.explore_ops.OPS`; a write lays
+down ``pattern("<seed>:w<data>")`` at its offset, so the bytes of every op
+depend on the sequence alone. Output, one JSON line each, flushed:
+``{"event": "begin", "i": N, "op": ...}`` before op N (if the kernel dies
+under it, the host still knows which op was in flight), ``{"event": "op", "i":
+N, "op": ..., "ok": ..., "outcome": ..., "kind": ..., "why": ...}`` after it,
+and ``{"event": "explore-done", "ok": ..., "failed_at": N|null, "kind": ...,
+"first_wrong_byte": ...}``. It stops at the first failed op.
+
+Exit: 0 every op ok, 1 an op failed, 2 the sequence cannot be read, 4 the
+target cannot be set up. A passing run removes its target and scratch files
+(``--keep`` keeps them); a failing one leaves them for inspection.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from .content import pattern
+from .explore_ops import OPS, Ctx, Model, Outcome, Step
+from .explore_io import Target
+from .plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
+from .trials import emit
+
+EXIT_FINDING = 1
+DEFAULT_OP_TIMEOUT_S = 60.0
+
+
+def load_sequence(path: str) -> tuple[dict[str, Any], list[Step]]:
+    """The sequence file and its ops; ValueError says what is malformed."""
+    with open(path, encoding="utf-8") as f:
+        seq = json.load(f)
+    if not isinstance(seq, dict) or not isinstance(seq.get("ops"), list):
+        raise ValueError("a sequence is a JSON object with an \"ops\" list")
+    for key in ("seed", "init_size", "file_size_max"):
+        if not isinstance(seq.get(key, 0), int):
+            raise ValueError(f"sequence field {key!r} must be an integer")
+    return seq, [Step.from_dict(d) for d in seq["ops"]]
+
+
+def lay_down(target: Target, data: bytes) -> None:
+    """The initial content, buffered, synced, and dropped from the page cache."""
+    pos = 0
+    while pos < len(data):
+        pos += os.pwrite(target.fd, data[pos:pos + (1 << 20)], pos)
+    os.fsync(target.fd)
+    os.posix_fadvise(target.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def run_op(ctx: Ctx, step: Step) -> Outcome:
+    """One op; an OSError it did not expect is its failure (``error:<ERRNO>``)."""
+    try:
+        return OPS[step.op](ctx, step)
+    except OSError as e:
+        name = errno_name(e.errno) or "unknown"
+        return Outcome("failed", f"error:{name}", f"{step.op}: {e}", errname=name)
+
+
+def op_line(i: int, step: Step, o: Outcome, size: int, ms: float) -> dict[str, Any]:
+    d: dict[str, Any] = {"event": "op", "i": i, "op": step.op, "ok": o.ok,
+                         "outcome": o.outcome, "kind": o.kind, "why": o.why, "res": o.res,
+                         "errname": o.errname, "first_wrong_byte": o.first_wrong_byte,
+                         "size": size, "ms": round(ms, 2)}
+    d.update(o.extra)
+    return d
+
+
+def tamper_hook(ctx: Ctx, step: Step, o: Outcome, token: int | None) -> None:
+    """Self-test hook (``--tamper-after-data``): once the write of data ``token``
+    landed, overwrite its first byte behind the model's back."""
+    if token is not None and o.outcome == "ok" and step.data == token and \
+            step.op in ("pwrite", "pwritev", "mmap_write"):
+        OPS["tamper"](ctx, Step("tamper", off=step.off, len=1))
+
+
+def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
+                 blockdev: bool, timeout_s: float, keep: bool,
+                 tamper_data: int | None = None) -> int:
+    seed = int(seq.get("seed", 0))
+    init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
+    try:
+        target = Target(path, scratch, blockdev, timeout_s)
+        lay_down(target, init)
+    except OSError as e:
+        emit({"event": "error", "stage": "setup", "errname": errno_name(e.errno),
+              "error": f"{path}: {e}"})
+        return EXIT_FAILED
+    source = b""
+    if any(s.op == "copy_range" for s in steps):
+        source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
+    ctx = Ctx(target, Model(init), seed, source)
+    t0 = time.monotonic()
+    failed: tuple[int, Outcome] | None = None
+    seen: dict[str, list[int]] = {"einval": [], "unsupported": [], "skipped": []}
+    try:
+        for i, step in enumerate(steps):
+            emit({"event": "begin", "i": i, "op": step.op})
+            t = time.monotonic()
+            o = run_op(ctx, step)
+            tamper_hook(ctx, step, o, tamper_data)
+            emit(op_line(i, step, o, ctx.model.size, (time.monotonic() - t) * 1000))
+            if o.outcome in seen:
+                seen[o.outcome].append(i)
+            if not o.ok:
+                failed = (i, o)
+                break
+    finally:
+        if not target.hung:
+            target.close()
+    done: dict[str, Any] = {"event": "explore-done", "ok": failed is None,
+                            "failed_at": failed[0] if failed else None,
+                            "kind": failed[1].kind if failed else None,
+                            "why": failed[1].why if failed else None,
+                            "first_wrong_byte": failed[1].first_wrong_byte if failed else None,
+                            "ops": len(steps), "size": ctx.model.size,
+                            "direct": target.no_direct or "open", **seen,
+                            "elapsed_s": round(time.monotonic() - t0, 3)}
+    emit(done)
+    if failed is None and not keep:
+        for p in ([] if blockdev else [path]) + [target.shm_path, target.src_path]:
+            if os.path.exists(p):
+                os.unlink(p)
+    return EXIT_OK if failed is None else EXIT_FINDING
+
+
+def cmd_explore_run(args: argparse.Namespace) -> int:
+    try:
+        seq, steps = load_sequence(args.sequence)
+    except (OSError, ValueError, TypeError) as e:
+        emit({"event": "error", "stage": "sequence", "error": f"{type(e).__name__}: {e}"})
+        return EXIT_USAGE
+    if args.blockdev and not args.scratch:
+        emit({"event": "error", "stage": "sequence",
+              "error": "--blockdev needs --scratch PREFIX (scratch files on the dataset)"})
+        return EXIT_USAGE
+    return run_sequence(seq, steps, args.file, args.scratch or args.file, args.blockdev,
+                        args.op_timeout, args.keep, args.tamper_after_data)
+
+
+def add_commands(sub: Any) -> None:
+    e = sub.add_parser("explore-run", help="run a sequence of ops against one file, each "
+                       "checked against a byte model (suite explore)")
+    e.add_argument("sequence", help="sequence JSON file (suite/explore/ops.py writes them)")
+    e.add_argument("--file", required=True, help="the target (created, or truncated)")
+    e.add_argument("--blockdev", action="store_true",
+                   help="the target is a block device: written over, never truncated")
+    e.add_argument("--scratch", default=None, metavar="PREFIX",
+                   help="scratch files PREFIX.src and PREFIX.shm (default: the target's path)")
+    e.add_argument("--op-timeout", type=float, default=DEFAULT_OP_TIMEOUT_S,
+                   help="seconds an async request may take before it is a hang")
+    e.add_argument("--keep", action="store_true", help="keep the files of a passing run")
+    e.add_argument("--tamper-after-data", type=int, default=None, metavar="TOKEN",
+                   help="self-test hook: after the write of data TOKEN, overwrite its first "
+                        "byte behind the model's back (a later read must fail)")
+    e.set_defaults(func=cmd_explore_run)

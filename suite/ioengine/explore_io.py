@@ -1,0 +1,298 @@
+"""Explore, the I/O half: a buffer from each source, the target's two descriptors
+(buffered and O_DIRECT, opened separately), and one request issued sync, through
+libaio or through io_uring (the queues of :mod:`suite.ioengine.queues`).
+
+Buffer sources (``buf`` of an op):
+
+* ``heap``: a ``bytearray`` (malloc'd by Python), the buffer page-aligned inside it;
+* ``anon``: a fresh private anonymous mmap, never touched before a read;
+* ``anon_offset``: an anonymous mmap (:class:`SegmentBuffers`) with the buffer
+  ``buf_off`` bytes into its first page, so it straddles a page boundary;
+* ``shared_file``: a ``MAP_SHARED`` mapping of a scratch file beside the target;
+* ``hugepage``: an anonymous mmap with ``madvise(MADV_HUGEPAGE)``, the buffer
+  2 MiB-aligned; where that is refused it is ``anon`` and says so (``used``).
+
+``buf_off`` moves any buffer that many bytes off its alignment. Reads fill the
+buffer's surroundings with the canary first (except ``anon``: untouched is the
+point) and count canary bytes the kernel overwrote past the buffer.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno as errno_mod
+import mmap
+import os
+import time
+from typing import Any, Callable
+
+from .plan import CANARY, DIO_ALIGN, PAGE, Segment
+from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
+                     make_queue, round_up, sys_)
+
+HUGE = 2 << 20
+SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage")
+_ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+_RW = mmap.PROT_READ | mmap.PROT_WRITE
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
+UNSUPPORTED = (errno_mod.EOPNOTSUPP, errno_mod.ENOSYS, errno_mod.EXDEV)
+
+
+def _address(buf: Any) -> tuple[int, Any]:
+    """Address of a writable buffer, and the ctypes object that pins it."""
+    anchor = (ctypes.c_char * len(buf)).from_buffer(buf)
+    return ctypes.addressof(anchor), anchor
+
+
+class Region:
+    """``n`` bytes at offset ``start`` of a larger backing buffer."""
+
+    def __init__(self, backing: Any, start: int, n: int, used: str,
+                 anchors: list[Any], closers: list[Callable[[], None]]) -> None:
+        self.full = memoryview(backing)
+        self.base, anchor = _address(backing)
+        self.start, self.n, self.used = start, n, used
+        self._anchors = [anchor, *anchors]
+        self._closers = closers
+        self.view = self.full[start:start + n]
+
+    @property
+    def addr(self) -> int:
+        return self.base + self.start
+
+    def prefill(self) -> None:
+        """The canary over the backing pages around the buffer (touches them)."""
+        lo = self.start - self.start % PAGE
+        hi = min(len(self.full), round_up(self.start + self.n, PAGE))
+        self.full[lo:hi] = bytes([CANARY]) * (hi - lo)
+
+    def overrun(self) -> int:
+        """Canary bytes changed in the buffer's first and last page, outside it."""
+        lo = self.start - self.start % PAGE
+        hi = min(len(self.full), round_up(self.start + self.n, PAGE))
+        head, tail = self.full[lo:self.start], self.full[self.start + self.n:hi]
+        return len(head) - bytes(head).count(CANARY) + len(tail) - bytes(tail).count(CANARY)
+
+    def close(self) -> None:
+        self.view.release()
+        self.full.release()
+        self._anchors.clear()
+        for c in self._closers:
+            c()
+
+
+def _heap(n: int, buf_off: int, shm_path: str) -> Region:
+    arr = bytearray(n + buf_off + 2 * DIO_ALIGN)
+    addr, anchor = _address(arr)
+    return Region(arr, round_up(addr, DIO_ALIGN) - addr + buf_off, n, "heap", [anchor], [])
+
+
+def _anon(n: int, buf_off: int, shm_path: str) -> Region:
+    m = mmap.mmap(-1, round_up(n + buf_off, PAGE), flags=_ANON, prot=_RW)
+    return Region(m, buf_off, n, "anon", [], [m.close])
+
+
+def _anon_offset(n: int, buf_off: int, shm_path: str) -> Region:
+    sb = SegmentBuffers([Segment(n, buf_off)])      # canary-filled, buffer at buf_off
+    return Region(sb.maps[0], buf_off, n, "anon_offset", [], [sb.close])
+
+
+def _shared_file(n: int, buf_off: int, shm_path: str) -> Region:
+    size = round_up(n + buf_off, PAGE)
+    fd = os.open(shm_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.ftruncate(fd, 0)                          # no page of an earlier buffer left
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=_RW)
+    finally:
+        os.close(fd)
+    return Region(m, buf_off, n, "shared_file", [], [m.close])
+
+
+def _hugepage(n: int, buf_off: int, shm_path: str) -> Region:
+    m = mmap.mmap(-1, round_up(n + buf_off, HUGE) + HUGE, flags=_ANON, prot=_RW)
+    used = "hugepage"
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError):
+        used = "anon"
+    addr, anchor = _address(m)
+    return Region(m, round_up(addr, HUGE) - addr + buf_off, n, used, [anchor], [m.close])
+
+
+ALLOCATORS: dict[str, Callable[[int, int, str], Region]] = {
+    "heap": _heap, "anon": _anon, "anon_offset": _anon_offset,
+    "shared_file": _shared_file, "hugepage": _hugepage}
+
+
+def split_lengths(n: int, segs: int) -> list[int]:
+    """``n`` bytes in ``segs`` segments: whole pages each where ``n`` allows."""
+    segs = max(1, min(segs, n))
+    unit = DIO_ALIGN if n % DIO_ALIGN == 0 and n // DIO_ALIGN >= segs else 1
+    each = (n // unit) // segs * unit
+    return [each] * (segs - 1) + [n - each * (segs - 1)]
+
+
+class IoBuffer:
+    """A region cut into iovec segments: what :class:`IoOp` reads (``addrs``,
+    ``segments``, ``iov_addr``, ``nr_segs``), plus views for ``os.preadv``."""
+
+    def __init__(self, source: str, n: int, buf_off: int, segs: int, shm_path: str,
+                 for_read: bool) -> None:
+        self.region = ALLOCATORS[source](n, buf_off, shm_path)
+        self.guarded = for_read and source != "anon"
+        if self.guarded:
+            self.region.prefill()
+        lengths = split_lengths(n, segs)
+        self.segments = [Segment(x) for x in lengths]
+        self.addrs, pos = [], 0
+        self._views = []
+        for x in lengths:
+            self.addrs.append(self.region.addr + pos)
+            self._views.append(self.region.view[pos:pos + x])
+            pos += x
+        self.iov = (IoVec * len(lengths))()
+        for i, x in enumerate(lengths):
+            self.iov[i].iov_base, self.iov[i].iov_len = self.addrs[i], x
+
+    @property
+    def used(self) -> str:
+        return self.region.used
+
+    @property
+    def iov_addr(self) -> int:
+        return ctypes.addressof(self.iov)
+
+    @property
+    def nr_segs(self) -> int:
+        return len(self.segments)
+
+    def views(self) -> list[memoryview]:
+        return list(self._views)
+
+    def fill(self, data: bytes) -> None:
+        self.region.view[:] = data
+
+    def gather(self, n: int) -> bytes:
+        return bytes(self.region.view[:n])
+
+    def overrun_bytes(self) -> int:
+        return self.region.overrun() if self.guarded else 0
+
+    def aligned(self, offset: int) -> bool:
+        """Offset, length and every segment's address and length on DIO_ALIGN."""
+        return offset % DIO_ALIGN == 0 and all(
+            a % DIO_ALIGN == 0 and s.len % DIO_ALIGN == 0
+            for a, s in zip(self.addrs, self.segments))
+
+    def close(self) -> None:
+        for v in self._views:
+            v.release()
+        self.region.close()
+
+
+_LIBC: Any = None
+
+
+def libc() -> Any:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.fallocate64.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                      ctypes.c_int64]
+    return _LIBC
+
+
+def fallocate(fd: int, mode: int, offset: int, length: int) -> int:
+    """0, or the errno ``fallocate(2)`` failed with."""
+    return 0 if libc().fallocate64(fd, mode, offset, length) == 0 else ctypes.get_errno()
+
+
+def syncfs(fd: int) -> int:
+    return 0 if libc().syncfs(fd) == 0 else ctypes.get_errno()
+
+
+class Target:
+    """The file (or block device) under test: a buffered and an O_DIRECT
+    descriptor, the async queues, and where the scratch files go."""
+
+    def __init__(self, path: str, scratch: str, blockdev: bool, timeout_s: float) -> None:
+        self.path, self.blockdev, self.timeout_s = path, blockdev, timeout_s
+        flags = os.O_RDWR | (0 if blockdev else os.O_CREAT | os.O_TRUNC)
+        self.fd = os.open(path, flags, 0o644)
+        self.dfd: int | None = None
+        self.no_direct = ""
+        try:
+            self.dfd = os.open(path, os.O_RDWR | os.O_DIRECT)
+        except OSError as e:
+            self.no_direct = f"O_DIRECT open refused: {errno_mod.errorcode.get(e.errno, e.errno)}"
+        self.shm_path, self.src_path = scratch + ".shm", scratch + ".src"
+        self.src_fd: int | None = None
+        self.queues: dict[str, LibaioQueue | IoUringQueue] = {}
+        self.hung = False
+        self._tag = 0
+
+    def open_source(self, data: bytes) -> int:
+        """The copy_file_range source: a scratch file holding ``data``."""
+        if self.src_fd is None:
+            fd = os.open(self.src_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            self.src_fd = fd
+        return self.src_fd
+
+    def issue(self, write: bool, iface: str, direct: bool, offset: int, buf: IoBuffer,
+              vectored: bool) -> tuple[int | None, int, str | None]:
+        """(res, errno, stage): res bytes, or -errno; stage says where it failed
+        (syscall|setup|submit|complete|timeout)."""
+        fd = self.dfd if direct else self.fd
+        assert fd is not None
+        if iface == "sync":
+            return _sync(fd, write, offset, buf, vectored)
+        q = self.queues.get(iface)
+        if q is None:
+            try:
+                q = self.queues[iface] = make_queue(iface, 4)
+            except OSError as e:
+                return None, e.errno, "setup"
+        self._tag += 1
+        op = IoOp(self._tag, write, fd, offset, buf, vectored)  # type: ignore[arg-type]
+        try:
+            if q.submit([op]) != 1:
+                return None, errno_mod.EAGAIN, "submit"
+        except OSError as e:
+            return -e.errno, e.errno, "submit"
+        deadline = time.monotonic() + self.timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            for tag, res in q.reap(1, 4, min(left, 1.0)):
+                if tag == op.tag:
+                    return (res, -res, "complete") if res < 0 else (res, 0, None)
+        if isinstance(q, LibaioQueue):
+            q.cancel(op.tag)
+        self.hung = True                 # the kernel may still write into buf: keep it
+        ABANDONED.extend([self.queues.pop(iface), buf])
+        return None, 0, "timeout"
+
+    def close(self) -> None:
+        if not self.hung:
+            for q in self.queues.values():
+                q.close()
+        for fd in (self.fd, self.dfd, self.src_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _sync(fd: int, write: bool, offset: int, buf: IoBuffer,
+          vectored: bool) -> tuple[int | None, int, str | None]:
+    try:
+        if vectored:
+            views = buf.views()
+            res = os.pwritev(fd, views, offset) if write else os.preadv(fd, views, offset)
+        elif write:
+            res = os.pwrite(fd, buf.views()[0], offset)
+        else:
+            res = sys_().pread(fd, buf.addrs[0], buf.segments[0].len, offset)
+        return res, 0, None
+    except OSError as e:
+        return -e.errno, e.errno, "syscall"

@@ -1,0 +1,591 @@
+"""Self-tests of ``suite explore`` (no VM): the generator is a function of its
+seed, sequences survive JSON, the renderer, the shrinker, the verdicts, and the
+guest-side executor (``python -m suite.ioengine explore-run``) run here on a
+file of a real disk filesystem, clean and with the file changed behind its
+model's back; the session end to end; the reproducer of an explore finding.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from suite.explore import lane
+from suite.explore.gen import Choices, generate, sequence_seed
+from suite.explore.judge import Verdict, judge, report_text
+from suite.explore.ops import IO_OPS, OP_KINDS, WRITES, Op, Sequence
+from suite.explore.session import (Budget, LocalRunner, Settings, budget_arg, explore,
+                                   parse_budget)
+from suite.explore.shrink import shrink, simpler
+from suite.ioengine import explore_ops
+from suite.report.symptoms import CaseVerdict, Symptom
+
+REPO = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+# ---------------------------------------------------------------------------
+# the generator and the format
+# ---------------------------------------------------------------------------
+
+def test_the_same_seed_gives_the_same_sequence_in_any_process():
+    ch = Choices(params=("zfs_dio_strict",))
+    text = generate(42, 50, "file", 3 * MIB, ch).to_json()
+    assert generate(42, 50, "file", 3 * MIB, ch).to_json() == text
+    code = ("from suite.explore.gen import Choices, generate; import sys; sys.stdout.write("
+            "generate(42, 50, 'file', 3 << 20, Choices(params=('zfs_dio_strict',))).to_json())")
+    for hashseed in ("0", "12345"):         # str hashing differs; the sequence must not
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "PYTHONHASHSEED": hashseed})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == text
+    others = {generate(s, 50, "file", 3 * MIB, ch).to_json() for s in range(1, 6)}
+    assert len(others) == 5 and text not in others
+    assert sequence_seed(1, 0) != sequence_seed(1, 1) != sequence_seed(2, 1)
+    assert sequence_seed(1, 3) == sequence_seed(1, 3)
+
+
+def test_generated_sequences_stay_in_bounds_and_mix_shapes():
+    ch = Choices(params=("zfs_async_dio_enabled",))
+    seqs = [generate(s, 60, "file", 1 * MIB, ch) for s in range(40)]
+    ops = [o for s in seqs for o in s.ops]
+    assert all(s.ops[-1].op == "verify" and len(s.ops) == 60 for s in seqs)
+    assert {o.op for o in ops} == set(OP_KINDS)
+    for o in ops:
+        if o.op in WRITES + ("copy_range", "zero_range", "punch_hole"):
+            assert 1 <= o.len and o.off + o.len <= 1 * MIB, o
+        if o.op == "copy_range":
+            assert o.src_off + o.len <= 1 * MIB, o
+    direct = [o for o in ops if o.op in IO_OPS and o.direct]
+    aligned = [o for o in direct if o.aligned]
+    assert 0.4 < len(aligned) / len(direct) < 0.95        # both, on purpose
+    assert {o.buf for o in ops if o.op in IO_OPS} == {"heap", "anon", "anon_offset",
+                                                        "shared_file", "hugepage"}
+    assert {o.iface for o in ops if o.op in IO_OPS} == {"sync", "libaio", "io_uring"}
+    assert any(o.op in ("pread", "preadv") and o.len % 4096 for o in ops)   # odd tails
+    # a parameter the build lacks is never varied; the ones it has are
+    assert all(set(s.params) == {"zfs_async_dio_enabled"} for s in seqs)
+    assert {s.props["recordsize"] for s in seqs} == {"4K", "16K", "128K", "1M"}
+    bare = generate(3, 20, "file", 1 * MIB, Choices(props={"compression": ("lz4",)}))
+    assert bare.params == {} and bare.props == {"compression": "lz4"}
+
+
+def test_a_blockdev_sequence_stays_inside_its_window():
+    for s in range(10):
+        seq = generate(s, 40, "blockdev", 512 << 10)
+        assert seq.init_size == 512 << 10 and "recordsize" not in seq.props
+        for o in seq.ops:
+            assert o.op not in ("truncate", "punch_hole", "zero_range", "copy_range")
+            if o.op in IO_OPS:
+                assert o.off + o.len <= 512 << 10, o
+
+
+def test_json_round_trip_and_the_guest_reads_every_field():
+    seq = generate(9, 80, "file", 2 * MIB, Choices(params=("zfs_dio_strict",)))
+    text = seq.to_json()
+    assert Sequence.from_json(text) == seq
+    assert len(text.splitlines()) == len(seq.ops) + 2            # one op a line
+    d = json.loads(text)
+    for op in d["ops"]:
+        step = explore_ops.Step.from_dict(op)                 # what the guest parses
+        assert step.op == op["op"] and Op.from_dict(op).to_dict() == op
+    assert {f.name for f in dataclasses.fields(Op)} == \
+        {f.name for f in dataclasses.fields(explore_ops.Step)}
+    assert set(OP_KINDS) | {"tamper"} == set(explore_ops.OPS)
+    with pytest.raises(ValueError, match="not an op"):
+        Op.from_dict({"op": "pread", "offset": 3})
+    with pytest.raises(ValueError, match="unknown op"):
+        explore_ops.Step.from_dict({"op": "frobnicate"})
+
+
+def test_render():
+    assert Op("pwrite", "libaio", True, 8192, 12288, buf="anon_offset").render() == \
+        "pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset"
+    assert Op("pwrite", "libaio", True, 8192, 12288, buf="anon_offset", buf_off=512).render() \
+        == "pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset buf_off=512"
+    assert Op("preadv", "io_uring", False, 4096, 40000, buf="heap", segs=9).render() == \
+        "preadv io_uring buffered off=4096 len=40000 buf=heap segs=9"
+    assert Op("truncate", size=40000).render() == "truncate size=40000"
+    assert Op("copy_range", off=1, len=2, src_off=3).render() == "copy_range off=1 len=2 src_off=3"
+    assert Op("punch_hole", off=4096, len=100).render() == "punch_hole off=4096 len=100"
+    assert Op("fdatasync").render() == "fdatasync"
+    seq = Sequence(7, {"recordsize": "4K"}, {"zfs_dio_strict": 1},
+                   (Op("pwrite", off=0, len=1, data=1), Op("verify")))
+    lines = seq.render(mark=1).splitlines()
+    assert lines[1] == "zfs set recordsize=4K"
+    assert lines[2] == "echo 1 > /sys/module/zfs/parameters/zfs_dio_strict"
+    assert lines[-1] == "=>   1  verify" and lines[-2].startswith("     0  pwrite sync buffered")
+
+
+def test_budgets():
+    assert parse_budget("15m") == Budget(seconds=900) and parse_budget("90s").seconds == 90
+    assert parse_budget("1h").seconds == 3600 and parse_budget("600").seconds == 600
+    assert parse_budget("20x") == Budget(sequences=20) and str(parse_budget("20x")) == "20x"
+    assert parse_budget("20x").allows(19, 1e9) and not parse_budget("20x").allows(20, 0)
+    assert parse_budget("90s").allows(1000, 89) and not parse_budget("90s").allows(0, 90)
+    for bad in ("", "15q", "-3m", "0x", "m"):
+        with pytest.raises(Exception, match="give a time"):
+            parse_budget(bad)
+    # the pytest option keeps the text: xdist ships every option to its workers as data
+    execnet = pytest.importorskip("execnet")
+    assert budget_arg("15m") == "15m"
+    execnet.dumps({"explore_budget": budget_arg("20x")})
+    with pytest.raises(Exception, match="give a time"):
+        budget_arg("soon")
+
+
+# ---------------------------------------------------------------------------
+# the shrinker
+# ---------------------------------------------------------------------------
+
+def _noise(n: int) -> list[Op]:
+    kinds = ("fsync", "evict", "pread", "mmap_read", "truncate")
+    return [Op(kinds[i % len(kinds)], off=4096 * i, len=8192, size=i * 1000) for i in range(n)]
+
+
+def test_the_shrinker_finds_the_minimal_failing_subset_and_simplifies_it():
+    culprit = Op("pwritev", "io_uring", True, 12345, 40000, buf="anon_offset", buf_off=512,
+                 segs=9, data=7)
+    trigger = Op("truncate", size=100)
+    ops = _noise(30)
+    ops.insert(11, culprit)
+    ops.insert(25, trigger)
+    seq = Sequence(5, ops=tuple(ops), init_size=40000)
+    calls = []
+
+    def still_fails(s: Sequence) -> bool:        # a write of data 7, later a truncate to 100
+        calls.append(s)
+        idx = [i for i, o in enumerate(s.ops) if o.data == 7 and o.op == "pwritev"]
+        return bool(idx) and any(o.op == "truncate" and o.size == 100 for o in s.ops[idx[0]:])
+
+    res = shrink(seq, still_fails, max_tries=300)
+    assert not res.exhausted and res.tries == len(calls)
+    assert [o.op for o in res.sequence.ops] == ["pwritev", "truncate"]
+    w = res.sequence.ops[0]
+    assert (w.iface, w.buf, w.buf_off, w.segs, w.len, w.off % 4096) == ("sync", "anon", 0, 1, 1, 0)
+    assert res.sequence.init_size == 0 and res.sequence.ops[1] == trigger
+    assert still_fails(res.sequence)
+    again = shrink(seq, still_fails, max_tries=300)            # deterministic
+    assert again.sequence == res.sequence and again.tries == res.tries
+    assert again.steps == res.steps
+
+
+def test_the_shrinker_cuts_after_the_failing_op_and_stops_at_its_budget():
+    ops = tuple(_noise(40))
+    seq = Sequence(1, ops=ops)
+    fails = lambda s: any(o.op == "truncate" and o.size == 9000 for o in s.ops)  # noqa: E731
+    res = shrink(seq, fails, max_tries=4, failed_at=9)
+    assert res.exhausted and res.tries == 4
+    assert res.steps[0].startswith("cut after the failing op 9: 40 -> 10 ops")
+    assert len(res.sequence.ops) <= 10 and fails(res.sequence)
+    stop = shrink(seq, fails, max_tries=100, should_stop=lambda: True)
+    assert stop.exhausted and stop.tries == 0 and stop.sequence == seq
+
+
+def test_simpler_only_touches_fields_the_op_uses():
+    assert simpler(Op("fsync")) == []
+    m = simpler(Op("mmap_read", off=5000, len=3))
+    assert {(o.off, o.len, o.iface, o.buf) for o in m} == {(4096, 3, "sync", "heap"),
+                                                           (5000, 1, "sync", "heap")}
+
+
+# ---------------------------------------------------------------------------
+# verdicts
+# ---------------------------------------------------------------------------
+
+def test_judge_verdicts():
+    ok = [{"event": "begin", "i": 0}, {"event": "op", "i": 0, "op": "pread", "ok": True,
+                                       "outcome": "einval"},
+          {"event": "op", "i": 1, "op": "punch_hole", "ok": True, "outcome": "unsupported",
+           "why": "fallocate PUNCH_HOLE: EOPNOTSUPP"},
+          {"event": "explore-done", "ok": True, "failed_at": None}]
+    v = judge(ok, 2)
+    assert v.state == "ok" and v.einval == [0] and "EOPNOTSUPP" in v.unsupported[0]
+    assert judge(ok, 3).state == "no-result"          # fewer ops than the sequence has
+    bad = ok[:2] + [{"event": "explore-done", "ok": False, "failed_at": 0, "kind": "short",
+                     "why": "read 4096 of 8192", "first_wrong_byte": None}]
+    v = judge(bad, 5)
+    assert (v.state, v.failed_at, v.kind) == ("failed", 0, "short")
+    crashed = judge([{"event": "begin", "i": 0}, {"event": "op", "i": 0},
+                     {"event": "begin", "i": 1}], 4, rc=-11, stderr="Segmentation fault")
+    assert crashed.state == "no-result" and crashed.failed_at == 1
+    assert "rc=-11" in crashed.why and "op 1 was in flight" in crashed.why
+    setup = judge([{"event": "error", "stage": "setup", "error": "/x: Permission denied"}], 4)
+    assert setup.state == "no-result" and "Permission denied" in setup.why
+
+
+# ---------------------------------------------------------------------------
+# the executor, on a file of this machine
+# ---------------------------------------------------------------------------
+
+def _odirect_refusal(d: Path) -> str | None:
+    probe = d / ".odirect-probe"
+    try:
+        probe.write_bytes(bytes(8192))
+        fd = os.open(probe, os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, 8192)
+        try:
+            with memoryview(buf) as mv:
+                os.preadv(fd, [mv[:4096]], 0)
+        finally:
+            os.close(fd)
+            buf.close()
+        return None
+    except OSError as e:
+        return f"{d} refuses O_DIRECT ({e}): the executor's O_DIRECT ops cannot run here"
+    finally:
+        probe.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def ddir():
+    """A directory on a disk filesystem (/var/tmp: tmpfs may refuse O_DIRECT)."""
+    d = Path(tempfile.mkdtemp(prefix="explore-selftest-", dir="/var/tmp"))
+    try:
+        why = _odirect_refusal(d)
+        if why:
+            pytest.skip(why)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_engine(d: Path, seq: dict | Sequence, name: str, *extra: str,
+               ok: tuple[int, ...] = (0, 1)) -> tuple[int, list[dict]]:
+    f = d / f"{name}.seq.json"
+    f.write_text(seq.to_json() if isinstance(seq, Sequence) else json.dumps(seq))
+    p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(f),
+                        "--file", str(d / f"{name}.bin"), *extra], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode in ok, f"rc={p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p.returncode, [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
+
+
+def _ops(lines: list[dict]) -> list[dict]:
+    return [ln for ln in lines if ln["event"] == "op"]
+
+
+# Misaligned O_DIRECT requests are left out of the generated runs here: on this
+# machine's kernel (6.18, ext4) an O_DIRECT write the kernel refuses with EINVAL
+# can still change the file's cached bytes in its range, which the explorer found
+# and shrank to two writes and a verify (pwrite O_DIRECT off=2093056 len=512, then
+# pwritev O_DIRECT off=1613824 len=1048577: EINVAL, and those 512 bytes changed).
+# They are exercised by the tests below instead, on shapes that do not overlap.
+ALIGNED = Choices(misaligned_share=0.0)
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_generated_sequences_run_clean_here(ddir: Path, k: int):
+    seq = generate(sequence_seed(1, k), 60, "file", 3 * MIB, ALIGNED)
+    rc, lines = run_engine(ddir, seq, f"gen{k}")
+    done = lines[-1]
+    assert done["event"] == "explore-done" and done["ok"], done
+    assert rc == 0 and done["failed_at"] is None and done["direct"] == "open"
+    ops = _ops(lines)
+    assert [o["i"] for o in ops] == list(range(60)) and all(o["ok"] for o in ops)
+    assert [o["op"] for o in ops] == [o.op for o in seq.ops]
+    assert ops[-1]["paths"] == {"O_DIRECT": "equal", "buffered": "equal", "mmap": "equal"}
+    reads = [o for o in ops if o["op"] in ("pread", "preadv") and o["outcome"] == "ok"]
+    assert reads and all(o["res"] is not None for o in reads)
+    # only a misaligned O_DIRECT request may come back EINVAL
+    for o, op in zip(ops, seq.ops):
+        if o["outcome"] == "einval":
+            assert op.direct and not o["aligned"], (o, op)
+    assert not (ddir / f"gen{k}.bin").exists()             # a passing run cleans up
+
+
+def test_a_blockdev_sequence_runs_over_its_window(ddir: Path):
+    """``--blockdev`` on a regular file standing in for a device: written over,
+    never truncated, bytes past the window left alone."""
+    dev = ddir / "dev.img"
+    dev.write_bytes(b"\x77" * (768 << 10))
+    for s in range(3):
+        seq = generate(sequence_seed(2, s), 40, "blockdev", 512 << 10, ALIGNED)
+        f = ddir / f"bd{s}.seq.json"
+        f.write_text(seq.to_json())
+        p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(f),
+                            "--file", str(dev), "--blockdev", "--scratch", str(ddir / "bd")],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+        lines = [json.loads(ln) for ln in p.stdout.splitlines()]
+        assert p.returncode == 0 and lines[-1]["ok"], p.stdout[-2000:] + p.stderr[-2000:]
+        assert lines[-1]["size"] == 512 << 10
+    assert dev.stat().st_size == 768 << 10 and dev.read_bytes()[512 << 10:] == b"\x77" * (256 << 10)
+    p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(f),
+                        "--file", str(dev), "--blockdev"], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "--scratch" in p.stdout
+
+
+def _every_io_op() -> list[dict]:
+    out, data = [], 0
+    for buf in ("heap", "anon", "anon_offset", "shared_file", "hugepage"):
+        for iface in ("sync", "libaio", "io_uring"):
+            for direct in (True, False):
+                data += 1
+                off = 4096 * (data % 20)
+                extra = {"buf_off": 512} if buf == "anon_offset" else {}
+                out += [{"op": "pwritev", "iface": iface, "direct": direct, "off": off,
+                         "len": 16384, "buf": buf, "segs": 4, "data": data, **extra},
+                        {"op": "pwrite", "iface": iface, "direct": direct, "off": off + 8192,
+                         "len": 8192, "buf": buf, "data": 100 + data, **extra},
+                        {"op": "pread", "iface": iface, "direct": direct, "off": off,
+                         "len": 12288, "buf": buf, **extra},
+                        {"op": "preadv", "iface": iface, "direct": direct, "off": 0,
+                         "len": 65536, "buf": buf, "segs": 3, **extra}]
+    return out
+
+
+def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
+    ops = _every_io_op() + [
+        {"op": "mmap_write", "off": 5000, "len": 3000, "data": 999},
+        {"op": "mmap_read", "off": 0, "len": 60000}, {"op": "truncate", "size": 50001},
+        {"op": "punch_hole", "off": 4096, "len": 8192}, {"op": "zero_range", "off": 49000,
+                                                          "len": 10000},
+        {"op": "copy_range", "off": 70000, "len": 30000, "src_off": 1234},
+        {"op": "mmap_read", "off": 900000, "len": 10}, {"op": "truncate", "size": 12000},
+        {"op": "fsync"}, {"op": "fdatasync"}, {"op": "syncfs"}, {"op": "evict"}, {"op": "verify"}]
+    seq = {"seed": 3, "init_size": 40000, "file_size_max": MIB, "ops": ops}
+    rc, lines = run_engine(ddir, seq, "every")
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"], [o for o in out if not o["ok"]]
+    assert {o["op"] for o in out} == set(OP_KINDS)
+    assert {o["buf"] for o in out if "buf" in o} <= {"heap", "anon", "anon_offset",
+                                                     "shared_file", "hugepage"}
+    assert {o["buf"] for o in out if "buf" in o} >= {"heap", "anon", "anon_offset", "shared_file"}
+    assert out[-7]["outcome"] == "skipped"                    # an mmap read past EOF
+    assert lines[-1]["size"] == 12000
+    fallocs = [o for o in out if o["op"] in ("punch_hole", "zero_range")]
+    assert all(o["outcome"] in ("ok", "unsupported") for o in fallocs)
+
+
+def test_a_misaligned_odirect_read_is_einval_or_right(ddir: Path):
+    seq = {"seed": 4, "init_size": 65536, "file_size_max": MIB, "ops": [
+        {"op": "pread", "iface": i, "direct": True, "off": off, "len": n, "buf": "anon_offset",
+         "buf_off": bo} for i in ("sync", "libaio", "io_uring")
+        for off, n, bo in ((100, 4096, 0), (0, 4095, 0), (0, 8192, 100), (4096, 8192, 512))]}
+    rc, lines = run_engine(ddir, seq, "misaligned")
+    out = _ops(lines)
+    assert rc == 0 and len(out) == 12
+    assert all(o["outcome"] in ("einval", "ok") and not o["aligned"] for o in out)
+    assert any(o["outcome"] == "einval" for o in out)         # 100-byte shapes: never DIO-able
+    writes = {"seed": 4, "init_size": 0, "file_size_max": MIB, "ops": [
+        {"op": "pwrite", "iface": i, "direct": True, "off": off, "len": n, "buf": "anon_offset",
+         "buf_off": bo, "data": d} for d, i in enumerate(("sync", "libaio", "io_uring"))
+        for off, n, bo in ((100, 4096, 0), (0, 4095, 0), (0, 8192, 100))] + [{"op": "verify"}]}
+    rc, lines = run_engine(ddir, writes, "misaligned-writes")
+    out = _ops(lines)
+    assert rc == 0 and all(o["outcome"] in ("einval", "ok") for o in out[:-1])
+    assert out[-1]["outcome"] == "ok" and lines[-1]["ok"]
+
+
+def test_a_file_changed_behind_the_model_fails_at_the_first_read_of_it(ddir: Path):
+    seq = {"seed": 5, "init_size": 0, "file_size_max": MIB, "ops": [
+        {"op": "pwrite", "iface": "libaio", "direct": True, "off": 0, "len": 65536,
+         "buf": "anon", "data": 1},
+        {"op": "pread", "iface": "io_uring", "direct": True, "off": 0, "len": 16384,
+         "buf": "heap"},
+        {"op": "tamper", "off": 20000, "len": 10},
+        {"op": "pread", "iface": "sync", "direct": False, "off": 0, "len": 16384, "buf": "heap"},
+        {"op": "preadv", "iface": "libaio", "direct": True, "off": 16384, "len": 8192,
+         "buf": "anon", "segs": 2},
+        {"op": "verify"}]}
+    rc, lines = run_engine(ddir, seq, "tampered")
+    out, done = _ops(lines), lines[-1]
+    assert rc == 1 and [o["ok"] for o in out] == [True, True, True, True, False]
+    assert (done["failed_at"], done["kind"], done["first_wrong_byte"]) == (4, "wrong-bytes", 20000)
+    assert out[-1]["first_wrong_byte"] == 20000 and "10 wrong bytes" in out[-1]["why"]
+    assert (ddir / "tampered.bin").exists()                   # kept for inspection
+    seq["ops"] = seq["ops"][:3] + [{"op": "verify"}]
+    rc, lines = run_engine(ddir, seq, "tampered-verify")
+    done = lines[-1]
+    assert (done["failed_at"], done["kind"], done["first_wrong_byte"]) == (3, "wrong-bytes", 20000)
+    assert set(_ops(lines)[-1]["paths"]) == {"O_DIRECT", "buffered", "mmap"}
+
+
+def test_verify_tells_paths_that_disagree_from_bytes_all_wrong(monkeypatch, tmp_path: Path):
+    from suite.ioengine.explore_io import Target
+    t = Target(str(tmp_path / "f.bin"), str(tmp_path / "f"), False, 5.0)
+    os.write(t.fd, b"abcd")
+    ctx = explore_ops.Ctx(t, explore_ops.Model(b"abcd"), 1, b"")
+    try:
+        monkeypatch.setattr(explore_ops, "_read_paths", lambda c, n: {
+            "O_DIRECT": b"abzd", "buffered": b"abcd", "mmap": b"abcd"})
+        o = explore_ops.op_verify(ctx, explore_ops.Step("verify"))
+        assert (o.outcome, o.kind, o.first_wrong_byte) == ("failed", "paths-disagree", 2)
+        assert o.extra["paths"]["buffered"] == "equal"
+        monkeypatch.setattr(explore_ops, "_read_paths", lambda c, n: {
+            "O_DIRECT": b"abzd", "buffered": b"abzd", "mmap": b"abzd"})
+        assert explore_ops.op_verify(ctx, explore_ops.Step("verify")).kind == "wrong-bytes"
+        ctx.model.write(4, b"e")
+        assert explore_ops.op_verify(ctx, explore_ops.Step("verify")).kind == "size"
+    finally:
+        t.close()
+
+
+def test_a_malformed_sequence_is_a_usage_error(ddir: Path):
+    rc, lines = run_engine(ddir, {"seed": 1, "ops": [{"op": "frobnicate"}]}, "bad", ok=(2,))
+    assert lines[-1]["event"] == "error" and "unknown op" in lines[-1]["error"]
+    rc, lines = run_engine(ddir, {"seed": 1}, "bad2", ok=(2,))
+    assert "ops" in lines[-1]["error"]
+
+
+# ---------------------------------------------------------------------------
+# the session, end to end on this machine; the reproducer; the lane
+# ---------------------------------------------------------------------------
+
+def test_the_session_finds_shrinks_saves_and_confirms(ddir: Path):
+    root = ddir / "session"
+
+    class Recording(LocalRunner):
+        def __init__(self, *extra: str) -> None:
+            super().__init__(*extra)
+            self.targets: list[str] = []
+
+        def run_sequence(self, seq_file, target, timeout_s):
+            self.targets.append(target)
+            return super().run_sequence(seq_file, target, timeout_s)
+
+    runner = Recording("--tamper-after-data", "3")
+    applied: list[dict] = []
+    s = Settings(str(root), root / "engine", root / "explore", n_ops=12,
+                 file_size_max=128 << 10, shrink_tries=60)
+    res = explore(runner, s, 7, parse_budget("10x"), ALIGNED,
+                  configure=lambda q: applied.append(q.props), log=lambda _: None)
+    assert len(res.findings) == 1 and not res.no_result
+    f = res.findings[0]
+    assert f.kind == "wrong-bytes" and f.confirmed and f.minimal_verdict.failed
+    assert len(f.minimal.ops) < len(f.original.ops)
+    assert any(o.data == 3 and o.op in WRITES + ("mmap_write",) for o in f.minimal.ops)
+    assert Sequence.from_json(f.json_path.read_text()) == f.minimal
+    assert f.json_path.name == f"minimal-{f.original.seed}.json"
+    assert "replayed once more: failed the same way" in f.txt_path.read_text()
+    assert f.minimal.ops[f.minimal_verdict.failed_at].render() in f.txt_path.read_text()
+    assert len(runner.targets) == len(set(runner.targets)) == res.replays   # fresh files
+    assert len(list((root / "engine").glob("*.seq.json"))) == res.replays
+    assert len(applied) == res.replays             # each run under its sequence's props
+    summary = json.loads((root / "explore" / "summary.json").read_text())
+    assert summary["findings"][0]["seed"] == f.original.seed and summary["replays"] == res.replays
+    assert f.detail().startswith(f"explore seed {f.original.seed} op ")
+    assert "trial " not in f.detail()
+
+
+def test_the_guest_runner_sends_the_sequence_and_keeps_the_output(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from suite.errors import KernelTripped
+    from suite.explore.session import GuestRunner
+    calls: list[tuple] = []
+    out = '{"event": "begin", "i": 0, "op": "verify"}\n{"event": "op", "i": 0}\n' \
+          '{"event": "explore-done", "ok": true, "failed_at": null}\n'
+
+    class Guest:
+        def run(self, cmd, timeout, check=True):
+            calls.append(("run", cmd, timeout))
+            if "explore-run" in cmd and "boom" in cmd:
+                e = KernelTripped("the kernel reported a BUG")
+                e.partial_stdout = '{"event": "begin", "i": 3, "op": "pwrite"}\n'
+                raise e
+            return SimpleNamespace(rc=0, stdout=out, stderr="")
+
+        def put(self, local, remote):
+            calls.append(("put", str(local), remote))
+
+    engine = SimpleNamespace(guest=Guest(), scale=2.0,
+                             command=lambda *a: "ENGINE " + " ".join(a))
+    f = tmp_path / "explore-1-0001-s0.seq.json"
+    f.write_text("{}")
+    r = GuestRunner(engine).run_sequence(f, "/tmp/zfs/p/case/x.bin", 100)
+    assert r.lines[-1]["event"] == "explore-done" and r.rc == 0
+    assert calls[0] == ("run", "mkdir -p /tmp/ozfs-engine", 60.0)
+    assert calls[1] == ("put", str(f), "/tmp/ozfs-engine/explore-1-0001-s0.seq.json")
+    assert calls[2] == ("run", "ENGINE explore-run /tmp/ozfs-engine/explore-1-0001-s0.seq.json "
+                        "--file /tmp/zfs/p/case/x.bin", 200.0)
+    assert (tmp_path / "explore-1-0001-s0.results.jsonl").read_text() == out
+    g = tmp_path / "boom.seq.json"
+    g.write_text("{}")
+    with pytest.raises(KernelTripped) as ei:
+        GuestRunner(engine).run_sequence(g, "/x", 100)
+    assert "running boom.seq.json; op 3 in flight" in str(ei.value)
+    assert ei.value.row == "explore boom.seq.json"
+
+
+def test_the_session_runs_files_only(tmp_path: Path):
+    with pytest.raises(ValueError, match="--blockdev"):
+        explore(LocalRunner(), Settings(str(tmp_path), tmp_path, tmp_path, target="blockdev"),
+                1, parse_budget("1x"))
+
+
+def test_the_session_stops_at_its_budget_when_nothing_fails(ddir: Path):
+    root = ddir / "quiet"
+    s = Settings(str(root), root / "engine", root / "explore", n_ops=10, file_size_max=64 << 10)
+    res = explore(LocalRunner(), s, 3, parse_budget("3x"), ALIGNED, log=lambda _: None)
+    assert len(res.runs) == 3 and all(r["state"] == "ok" for r in res.runs)
+    assert not res.findings and res.replays == 3
+
+
+def test_the_reproducer_replays_an_explore_finding(ddir: Path, tmp_path: Path):
+    from suite.report.repro import write_reproducer
+    case = tmp_path / "case"
+    (case / "engine").mkdir(parents=True)
+    seq = {"seed": 5, "init_size": 8192, "file_size_max": MIB, "ops": [
+        {"op": "tamper", "off": 100, "len": 3}, {"op": "verify"}]}
+    (case / "engine" / "explore-5-0001-s0.seq.json").write_text(json.dumps(seq))
+    target = ddir / "repro.bin"
+    log = ("[t] g $ echo 'ozfs-vmci: begin test_explore' > /dev/kmsg\n"
+           "[t] g $ mkdir -p /tmp/ozfs-engine\n"
+           f"[t] g $ PYTHONPATH=/work/main /usr/bin/python3 -m suite.ioengine explore-run "
+           f"/tmp/ozfs-engine/explore-5-0001-s0.seq.json --file {target}\n"
+           "[t] g $ # ozfs-vmci: end of the case; the harness's checks follow\n")
+    (case / "commands.log").write_text(log)
+    sym = Symptom("wrong-bytes", "explore seed 5 op 1 (verify): verify of 8192 bytes", "x=1")
+    v = CaseVerdict("cases/test_explore.py::test_explore", "failed", [sym], "boom")
+    sh = write_reproducer(case, v.nodeid, v)
+    assert sh is not None and (case / "repro" / "explore-5-0001-s0.seq.json").exists()
+    assert 'engine explore-run "$HERE/explore-5-0001-s0.seq.json"' in sh.read_text()
+    bin_ = tmp_path / "fakebin"
+    bin_.mkdir()
+    for t in ("zpool", "zfs"):
+        (bin_ / t).write_text("#!/bin/sh\nexit 0\n")
+        (bin_ / t).chmod(0o755)
+    env = {"PATH": f"{bin_}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    r = subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1 and "REPRODUCED (1 of 1" in r.stdout, r.stdout + r.stderr
+    seq["ops"] = [{"op": "verify"}]                       # the bytes are right now
+    (case / "repro" / "explore-5-0001-s0.seq.json").write_text(json.dumps(seq))
+    r = subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and "NOT REPRODUCED" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_lane_sorts_a_session_into_exit_codes():
+    node = "cases/test_explore.py::test_explore"
+    passed = {node: CaseVerdict(node, "passed")}
+    found = {node: CaseVerdict(node, "failed", [Symptom("paths-disagree", "explore seed 1 op 3")])}
+    lost = {node: CaseVerdict(node, "failed", [Symptom("guest-lost", "qemu exited")])}
+    assert lane.classify(passed)[0] == 0
+    code, why = lane.classify(found)
+    assert code == 1 and "paths-disagree" in why
+    assert lane.classify(lost)[0] == 2
+    assert lane.classify({}, "")[0] == 2
+    assert lane.classify(passed, "the pytest session ran past its deadline")[0] == 2
+    argv = lane.build_argv({"series": ["async-dio", "./fix/"], "zfs_ref": None, "kernel": "k",
+                            "offline": True}.get)
+    assert argv == ["--kernel", "k", "--series", "async-dio", "--series", "./fix/", "--offline"]
+
+
+def test_the_report_prints_the_shrunk_sequence():
+    seq = Sequence(11, {}, {}, (Op("pwrite", off=0, len=1, data=1), Op("verify")))
+    orig = seq.with_ops(seq.ops + (Op("fsync"),) * 5)
+    v = Verdict("failed", 1, "wrong-bytes", "verify: 1 wrong byte", 0)
+    text = report_text(seq, v, original=orig, original_verdict=v, confirmed=True, tries=9,
+                       replay_file="minimal-11.json")
+    assert "shrunk from 7 to 2 ops in 9 replays" in text
+    assert "=>   1  verify" in text and "explore-run minimal-11.json" in text
+    assert "first wrong byte at file offset 0" in text
