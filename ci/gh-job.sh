@@ -4,6 +4,8 @@
 #   ci/gh-job.sh cache-key     print the actions/cache key for this job's inputs
 #   ci/gh-job.sh run           set up, then run the job; results under $RESULTS
 #   ci/gh-job.sh --dry-run run print what `run` would do, run nothing
+#   ci/gh-job.sh merge DIR...  merge the shards' results folders into $RESULTS
+#                              (one JUnit, summary.md, report.html, verdict)
 #
 # Inputs (environment, all optional):
 #   SERIES          patch series manifest name (default async-dio; "none": the ref as it is)
@@ -16,6 +18,9 @@
 #                   OpenZFS's own direct/async tags on the same build; see README)
 #   RESULTS         results folder (default ./results/gh)
 #   JOBS            guests side by side (default 2)
+#   SHARD           i/N: this runner's share of the selection (balanced by the case
+#                   times of earlier runs, kept in the cache); empty: all of it
+#   TIER            auto | quick | full (default: full on KVM, quick under TCG)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +42,8 @@ fi
 MODE="${MODE:-cases}"
 RESULTS="${RESULTS:-results/gh}"
 JOBS="${JOBS:-2}"
+SHARD="${SHARD:-}"
+TIER="${TIER:-auto}"
 
 # The OpenZFS commit the ref names now (empty when it cannot be asked): a rerun
 # of the same PR head gets the same key, so its build comes from the cache.
@@ -60,6 +67,10 @@ case "$CMD" in
     [ "$ZFS_REPOSITORY" != "openzfs/zfs" ] &&
       pytest_args+=(--zfs-source "https://github.com/${ZFS_REPOSITORY}")
     [ -n "$SELECTION" ] && pytest_args+=(-k "$SELECTION")
+    if [ "$MODE" != "cases" ] && [ -n "$SHARD" ] && [ "${SHARD%%/*}" != 1 ]; then
+      echo "MODE=$MODE runs whole on shard 1: nothing for shard $SHARD"
+      exit 0
+    fi
     if [ "$MODE" = "gate" ]; then
       [ "$SERIES" != "none" ] || { echo "MODE=gate needs a SERIES" >&2; exit 2; }
       export OZFS_VMCI_RESULTS="$RESULTS"       # gate-<time>/ with junit, markdown, HTML
@@ -79,7 +90,8 @@ case "$CMD" in
       fi
       cmd=(python3 -m pytest cases -m zts "${zargs[@]}")
     else
-      cmd=(python3 -m pytest cases "${pytest_args[@]}")
+      cmd=(python3 -m pytest cases "${pytest_args[@]}" --tier "$TIER")
+      [ -n "$SHARD" ] && cmd+=(--shard "$SHARD")
     fi
     if [ "$DRY" = 1 ]; then
       echo "would run: bash ci/setup.sh"
@@ -92,8 +104,21 @@ case "$CMD" in
     python3 -m suite doctor || true        # what this runner has (KVM or not), in the log
     "${cmd[@]}"
     ;;
+  merge)
+    shift
+    [ "$#" -gt 0 ] || { echo "usage: ci/gh-job.sh merge SHARD_RESULTS_DIR..." >&2; exit 2; }
+    cmd=(python3 -m suite merge --out "$RESULTS" --expect "${SHARDS:-$#}" "$@")
+    if [ "$DRY" = 1 ]; then
+      printf 'would run:'; printf ' %q' "${cmd[@]}"; echo
+      exit 0
+    fi
+    rc=0
+    "${cmd[@]}" || rc=$?
+    [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"
+    exit "$rc"
+    ;;
   *)
-    echo "usage: ci/gh-job.sh [--dry-run] cache-key|run" >&2
+    echo "usage: ci/gh-job.sh [--dry-run] cache-key|run|merge DIR..." >&2
     exit 2
     ;;
 esac

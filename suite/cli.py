@@ -1,4 +1,5 @@
-"""``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell."""
+"""``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell, explore,
+merge."""
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,9 @@ def cmd_series(args: argparse.Namespace) -> int:
     m = manifests[args.name]
     cache = ObjectCache()
     commits = series.series_commits(cache, m, None, offline=args.offline)
-    bugs = {b.bad: b for b in m.bugs}
-    fixes = {b.fixed: b for b in m.bugs}
     print(f"{m.name}: {m.title}\n  {m.pr}\n  base {m.base[:11]} {cache.subject(m.base)}")
     for c in commits:
-        tag = ""
-        if c in bugs:
-            tag += f"  [has {bugs[c].id}]"
-        if c in fixes:
-            tag += f"  [fixes {fixes[c].id}]"
-        print(f"  {c[:11]} {cache.subject(c)}{tag}")
+        print(f"  {c[:11]} {cache.subject(c)}{m.bug_tags(c)}")
     return 0
 
 
@@ -131,9 +125,25 @@ def cmd_repro(args: argparse.Namespace) -> int:
     return run_repro(Path(args.case_dir), options_from(args), accel=args.accel)
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    from suite.explore.lane import build_argv, run_lane
+    return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
+                    args.budget, args.pytest_args)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from suite.report.merge import merge
+    return merge([Path(d) for d in args.shards], Path(args.out), expected=args.expect)
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     from suite.shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
+
+
+def _budget(text: str) -> str:
+    from suite.explore.session import budget_arg
+    return budget_arg(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +212,23 @@ def main(argv: list[str] | None = None) -> int:
     add_build_options(rp.add_argument)
     rp.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     rp.set_defaults(func=cmd_repro)
+    ex = sub.add_parser("explore", help="seeded op sequences on a dataset, every read checked "
+                                        "against a model, a failure shrunk: exit 0 nothing "
+                                        "found, 1 a finding, 2 inconclusive")
+    add_build_options(ex.add_argument)
+    ex.add_argument("--seed", type=int, default=1, help="master seed (default 1)")
+    ex.add_argument("--budget", type=_budget, default="5m",
+                    help="how long to explore: 90s, 15m, 1h, or 20x for 20 sequences "
+                         "(default 5m; shrinking a finding comes on top)")
+    ex.set_defaults(func=cmd_explore)
+    mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
+                                      "JUnit, summary.md, report.html and verdict (exit 0 "
+                                      "pass, 1 fail, 2 inconclusive: a shard missing or empty)")
+    mg.add_argument("shards", nargs="+", help="each shard's results folder")
+    mg.add_argument("--out", required=True, help="where the merged reports go")
+    mg.add_argument("--expect", type=int, default=0,
+                    help="how many shards there should be (a missing one is inconclusive)")
+    mg.set_defaults(func=cmd_merge)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)

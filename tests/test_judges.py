@@ -226,3 +226,21 @@ def test_scrub_and_zdb_findings():
     leak = "leaked space: vdev 0, offset 0x4000, size 4096\nblock traversal size 1 != alloc 2"
     [z] = ondisk.zdb_findings("tank", 3, leak)
     assert z.kind == "ondisk:zdb" and "leaked space" in z.detail
+
+
+def test_where_the_time_went_sums_each_cases_phases(tmp_path: Path):
+    import json
+
+    from suite.report import phases
+    for i, ph in enumerate(({"boot": 40.0, "begin": 2.0, "fixtures": 12.0, "call": 30.0,
+                             "end": 8.0},
+                            {"acquire": 1.0, "begin": 2.0, "fixtures": 3.0, "call": 20.0,
+                             "end": 6.0})):
+        d = tmp_path / "cases" / f"c{i}"
+        d.mkdir(parents=True)
+        (d / "phases.json").write_text(json.dumps(ph))
+    text = phases.summarize(phases.collect(tmp_path))
+    assert text.startswith("2 cases, 124 s in guests' phases (62.0 s a case)")
+    assert "call         2 x   25.0 s =      50 s    40%" in text
+    assert "boot         1 x   40.0 s" in text
+    assert phases.summarize([]) == ""

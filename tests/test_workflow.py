@@ -104,3 +104,17 @@ def test_dry_run_of_the_zts_lane_runs_the_zts_marker_without_the_series_default_
     assert "-m zts" in line and "--series async-dio" in line and " -k " not in line
     narrowed = job("--dry-run", "run", MODE="zts", SELECTION="direct")
     assert "-k direct" in next(ln for ln in narrowed.splitlines() if "pytest cases" in ln)
+
+
+def test_dry_run_shows_the_shard_commands_and_the_merge():
+    """Each shard runner takes its share with --shard; the merge job makes one verdict
+    of them, and expects every shard (a missing one is inconclusive)."""
+    lines = [next(ln for ln in job("--dry-run", "run", SHARD=f"{i}/2").splitlines()
+                  if "pytest cases" in ln) for i in (1, 2)]
+    assert all("--tier auto" in ln for ln in lines)
+    assert "--shard 1/2" in lines[0] and "--shard 2/2" in lines[1]
+    merged = job("--dry-run", "merge", "shards/a", "shards/b", SHARDS="2")
+    assert "python3 -m suite merge --out results/gh --expect 2 shards/a shards/b" in merged
+    assert "nothing for shard 2/2" in job("--dry-run", "run", MODE="gate", SHARD="2/2")
+    wf = (REPO / ".github" / "workflows" / "ozfs-vmci.yml").read_text()
+    assert "shard: [1, 2]" in wf and "ci/gh-job.sh merge" in wf and "needs: vm" in wf

@@ -212,7 +212,7 @@ class Guests:
                  if leaves.errors else "")
         with self.harness_step(g, "after-case judges"):
             r = g.zfs.guest.run(after_script(zpool, self.rules.collect) + clear,
-                                timeout=self.accel.deadline(60), check=False, log=False)
+                                timeout=self.accel.deadline(60), check=False)
         after = Snapshot.parse(r.stdout)
         j = judge(watch.before, after, leaves, self.rules)
         j.findings += g.ondisk

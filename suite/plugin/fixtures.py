@@ -135,6 +135,8 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
     item = request.node
     # A benchmark times its I/O on a guest with no kprobe traps in the path.
     untraced = bool(item.get_closest_marker("perf")) and "zdio" not in item.fixturenames
+    clock = PhaseClock(case_dir / "phases.json", item.nodeid)
+    boots = guests.boots
     try:
         g = guests.acquire(shape_of(item), case_dir / "commands.log", untraced=untraced)
     except SuiteError as e:
@@ -149,7 +151,9 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
                         f"(build {zfs_build.source['describe']}); use --series")
     if item.get_closest_marker("zinject") and "zinject" not in zfs_build.commands:
         pytest.skip("zinject: the build has no zinject command")
+    clock.lap("boot" if guests.boots > boots else "acquire")
     watch = guests.begin_case(g, slug(item.nodeid))
+    clock.lap("begin")
     for m in item.iter_markers("leaves"):
         g.zfs.leaves.from_marker(m.kwargs)
     pm = item.get_closest_marker("zfs_params")
@@ -159,11 +163,39 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
         yield g.zfs
     finally:
         rep = getattr(item, "rep_call", None)
+        call = rep.duration if rep is not None else 0.0
+        clock.lap("case", call=call)
         g = g.latest()                  # a power-cut case ends on the guest it rebooted into
         end = guests.end_case(g, watch, case_dir / "evidence",
                               getattr(item, "ozfs_teardown_problem", ""),
                               failed=bool(rep and rep.failed))
+        clock.lap("end")
+        clock.write()
         _report_case_end(item, end, case_dir)
+
+
+class PhaseClock:
+    """Where a case's time goes (``phases.json``): boot or acquire (a reused guest:
+    load check), begin (the kmsg mark and the judges' first snapshot), case (the
+    call, and the case's own fixtures: pool, dataset, their teardown), end (D-state
+    samples, the after-case judges, parameter restore)."""
+
+    def __init__(self, path: Path, nodeid: str) -> None:
+        self.path = path
+        self.nodeid = nodeid
+        self.t = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str, call: float | None = None) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(now - self.t, 2)
+        if call is not None:                # split: the call, and the case's fixtures
+            self.phases["call"] = round(call, 2)
+            self.phases["fixtures"] = round(self.phases[name] - call, 2)
+        self.t = now
+
+    def write(self) -> None:
+        self.path.write_text(json.dumps({"nodeid": self.nodeid, **self.phases}) + "\n")
 
 
 def _report_case_end(item: pytest.Item, end: CaseEnd, case_dir: Path) -> None:

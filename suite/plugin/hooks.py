@@ -76,16 +76,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tier", default="full", choices=["auto", "quick", "full"],
                 help="quick: each case function once, with its bug-catching variant; full: "
                      "every variant; auto: full under KVM, quick under TCG (suite/plugin/tiers.py)")
+    g.addoption("--shard", default=None, metavar="i/N",
+                help="run shard i of N of the selection, balanced by the case times of "
+                     "earlier runs (suite/plugin/shards.py); merge with `python -m suite merge`")
     g.addoption("--thorough", action="store_true",
                 help="after each case: scrub the pool and check zdb block accounting of the "
                      "exported pool (minutes per case under TCG; the gate and nightly lane)")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
-    from suite.explore.session import parse_budget
+    from suite.explore.session import budget_arg
     g.addoption("--explore-seed", type=int, default=1, metavar="N",
                 help="-m explore: the master seed (sequence k's seed derives from it and k)")
-    g.addoption("--explore-budget", type=parse_budget, default="5m", metavar="TIME|Nx",
+    g.addoption("--explore-budget", type=budget_arg, default="5m", metavar="TIME|Nx",
                 help="-m explore: how long to explore (90s, 15m, 1h) or how many "
                      "sequences (20x); shrinking a finding comes on top (default 5m)")
 
@@ -116,6 +119,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.zts = True            # the ZTS lane needs a build with the ZTS
     from suite.plugin.tiers import TierPlugin
     config.pluginmanager.register(TierPlugin(), "ozfs-vmci-tier")
+    if config.getoption("shard", None):
+        from suite.plugin.shards import ShardPlugin, parse_shard
+        config.pluginmanager.register(ShardPlugin(*parse_shard(config.getoption("shard"))),
+                                      "ozfs-vmci-shard")
     if workerinput is None:
         config.pluginmanager.register(_VerdictCount(), "ozfs-vmci-verdict-count")
         config.pluginmanager.register(_ZtsJunit(), "ozfs-vmci-zts-junit")
@@ -372,6 +379,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(f"[{ev.parent.parent.name}]")
             terminalreporter.write_line(ev.read_text().rstrip())
             terminalreporter.write_line("")
+    from suite.plugin.shards import record_durations
+    from suite.report import phases
+    rows = phases.collect(run_dir)
+    record_durations({r["nodeid"]: sum(v for k, v in r.items() if k in phases.ORDER)
+                      for r in rows if "nodeid" in r})
+    spent = phases.summarize(rows)
+    if spent:
+        terminalreporter.section("ozfs-vmci where the time went")
+        terminalreporter.write_line(spent)
+        (run_dir / "phases.txt").write_text(spent + "\n")
     terminalreporter.write_line(f"ozfs-vmci results: {run_dir}")
     if os.environ.get("GITHUB_STEP_SUMMARY") and tables:
         md = [p.with_suffix(".md").read_text() for p in tables if p.with_suffix(".md").exists()]

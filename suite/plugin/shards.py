@@ -1,0 +1,84 @@
+"""``--shard i/N``: one of N runners' share of the selection, balanced by time.
+
+Each case's time in earlier runs is kept in the cache (``durations.json``: node
+id -> seconds, written at the end of every session from the cases' phases); the
+selection (after ``-k``, ``-m`` and ``--tier``) is dealt out longest first to the
+least loaded shard, so N runners finish together. Every runner deals the same
+way (the durations come from the same restored cache; ties by node id), and each
+keeps its own share. A case never timed counts as the median of those that were.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from suite import paths
+
+DEFAULT_SECONDS = 120.0         # a case's time when nothing was ever recorded
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise pytest.UsageError(f"--shard {text!r}: give i/N with 1 <= i <= N, e.g. 2/4")
+    return int(m[1]), int(m[2])
+
+
+def durations_file() -> Path:
+    return paths.cache_root() / "durations.json"
+
+
+def load_durations(path: Path | None = None) -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in json.loads((path or durations_file()).read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def record_durations(seen: dict[str, float], path: Path | None = None) -> None:
+    """Merge this session's case times into the cache's (newest wins)."""
+    if not seen:
+        return
+    path = path or durations_file()
+    known = load_durations(path)
+    known.update({k: round(v, 1) for k, v in seen.items()})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known, indent=0, sort_keys=True))
+    tmp.replace(path)
+
+
+def deal(nodeids: list[str], n: int, times: dict[str, float]) -> list[list[str]]:
+    """``nodeids`` dealt to ``n`` shards, longest first onto the least loaded."""
+    default = statistics.median(times.values()) if times else DEFAULT_SECONDS
+    cost = {i: times.get(i, default) for i in nodeids}
+    shards: list[list[str]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for nid in sorted(nodeids, key=lambda i: (-cost[i], i)):
+        k = min(range(n), key=lambda j: (load[j], j))
+        shards[k].append(nid)
+        load[k] += cost[nid]
+    return shards
+
+
+class ShardPlugin:
+    """Registered by the plugin's ``pytest_configure`` when ``--shard`` is given."""
+
+    def __init__(self, index: int, total: int) -> None:
+        self.index, self.total = index, total
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        mine = set(deal([i.nodeid for i in items], self.total, load_durations())[self.index - 1])
+        drop = [i for i in items if i.nodeid not in mine]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [i for i in items if i.nodeid in mine]
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [f"ozfs-vmci: shard {self.index}/{self.total} (balanced by "
+                f"{len(load_durations())} recorded case times)"]

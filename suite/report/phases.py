@@ -1,0 +1,34 @@
+"""Where a run's time went: the per-case ``phases.json`` (suite/plugin/fixtures.py
+``PhaseClock``) summed over the run, printed at its end and kept as ``phases.txt``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ORDER = ("boot", "acquire", "begin", "fixtures", "call", "end")
+
+
+def collect(run_dir: Path) -> list[dict[str, float]]:
+    out = []
+    for p in sorted(run_dir.glob("cases/*/phases.json")):
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def summarize(rows: list[dict[str, float]]) -> str:
+    """One line per phase: how many cases had it, total and mean seconds, share."""
+    if not rows:
+        return ""
+    total = sum(v for r in rows for k, v in r.items() if k in ORDER)
+    lines = [f"{len(rows)} cases, {total:.0f} s in guests' phases"
+             f" ({total / len(rows):.1f} s a case)"]
+    for k in ORDER:
+        vals = [r[k] for r in rows if k in r]
+        if vals:
+            s = sum(vals)
+            lines.append(f"  {k:9s} {len(vals):4d} x {s / len(vals):6.1f} s = {s:7.0f} s"
+                         f"  {100 * s / total if total else 0:4.0f}%")
+    return "\n".join(lines)
