@@ -93,7 +93,15 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
         if targets is None or any(feat in t for t in targets):
             write_case(results, feat, v("failed", "past-limit") if side == "series" else
                        v("skipped", reason="async=1: the build has no zfs_async_dio_enabled"))
-        (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
+        run = results / "20260101-000000-x"
+        (run / "build").mkdir(parents=True, exist_ok=True)
+        (run / "build" / "record-k.json").write_text(json.dumps({
+            "kernel": {"profile": "debian-6.1", "release": "6.1.0-57-amd64"}, "key": "k",
+            "source": {"describe": "zfs-2.4.99-1-gabc", "commit": "a" * 40, "series": []},
+            "modules": {"zfs": {"srcversion": "ABC123"}}}))
+        (run / "accel.json").write_text(json.dumps(
+            {"name": "tcg", "scale": 6.0, "reason": "KVM unusable: qemu -accel kvm exited rc=-6 "
+             "... kvm_buf_set_msrs: Assertion {x} failed"}))
         return 2, "", 1.0
 
     monkeypatch.setattr(gate, "run_cases", fake)
@@ -120,6 +128,10 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
                                 ).find("system-out").text
     page = (tmp_path / "g" / "report.html").read_text()
     assert "test_broken" in page and "table-1.txt" in page and "<script" not in page
+    # Builds as a table, not a record dump (#26): no JSON braces for a person to read.
+    for text in (md, page):
+        assert "ABC123" in text and "tcg x6.0 (KVM unusable)" in text
+        assert '{"' not in text and "kvm_buf_set_msrs" not in text
     assert json.loads(files[0].read_text())["exit"] == 1
 
 

@@ -64,6 +64,27 @@ def build_record(root: Path, side: str) -> dict:
     return out
 
 
+BUILD_COLUMNS = ("side", "kernel", "OpenZFS", "series", "zfs srcversion", "accelerator",
+                 "trials", "session")
+
+
+def build_rows(g: GateRun) -> list[tuple[str, ...]]:
+    """Each side's build as a table row (never a raw record)."""
+    rows = []
+    for side in ("base", "series"):
+        r = build_record(g.root, side)
+        acc = r.get("accelerator") or {}
+        why = str(acc.get("reason", "")).split(":", 1)[0][:40]
+        rows.append((side, r.get("kernel", "?"), r.get("openzfs", "?"),
+                     "; ".join(r.get("series") or []) or "(stock)",
+                     str((r.get("srcversion") or {}).get("zfs") or "?"),
+                     f"{acc.get('name', '?')} x{acc.get('scale', '?')}" + (f" ({why})" if why
+                                                                          else ""),
+                     str(trial_count(g.root, side)),
+                     f"{round(g.seconds[side])} s" if side in g.seconds else "?"))
+    return rows
+
+
 def trial_count(root: Path, side: str) -> int:
     n = 0
     for t in (root / side).glob("*/tables/*.json"):
@@ -96,12 +117,11 @@ def markdown(g: GateRun) -> str:
             why = c.why.replace("|", "\\|")
             lines.append(f"| `{c.nodeid}` | {c.cls} | {c.base} | {c.series} | {why} |")
     lines += zts_sections(g.root)
-    lines += ["", "### Builds", ""]
-    for side in ("base", "series"):
-        rec = build_record(g.root, side)
-        lines.append(f"- **{side}**: {json.dumps(rec)}; {trial_count(g.root, side)} trials")
+    lines += ["", "### Builds", "", "| " + " | ".join(BUILD_COLUMNS) + " |",
+              "|" + "---|" * len(BUILD_COLUMNS)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+              for row in build_rows(g)]
     lines += [f"- {side}: {problem}" for side, problem in g.problems.items()]
-    lines.append(f"- session seconds: {json.dumps({k: round(v) for k, v in g.seconds.items()})}")
     return "\n".join(lines) + "\n"
 
 
@@ -160,8 +180,9 @@ def html_page(g: GateRun) -> str:
                          for p in files)
         details.append(f"<h3>{e(c.cls)}: <code>{e(c.nodeid)}</code></h3><p>{e(c.why)}</p>"
                        f"<p>open: {links}</p><pre>{e(read(files))}</pre>")
-    builds = "".join(f"<li><b>{s}</b>: <code>{e(json.dumps(build_record(g.root, s)))}</code>"
-                     f"</li>" for s in ("base", "series"))
+    builds = ("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in BUILD_COLUMNS) + "</tr>" +
+              "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                      for row in build_rows(g)) + "</table>")
     style = ("body{font-family:sans-serif;margin:2em} td,th{border:1px solid #ccc;padding:4px}"
              " table{border-collapse:collapse} .regression,.inconclusive{background:#fdd}"
              " .flaky{background:#ffd} .fixed{background:#dfd} pre{background:#f6f6f6;"
@@ -170,7 +191,7 @@ def html_page(g: GateRun) -> str:
             f"</title><style>{style}</style></head><body><h1>Gate: {e(g.series)} against "
             f"{e(g.base[:11])}: {e(text)} (exit {code})</h1><table><tr><th>class</th>"
             f"<th>case</th><th>base</th><th>series</th><th>why</th></tr>{rows}</table>"
-            f"<h2>Builds</h2><ul>{builds}</ul>{''.join(details)}</body></html>\n")
+            f"<h2>Builds</h2>{builds}{''.join(details)}</body></html>\n")
 
 
 def write_reports(g: GateRun) -> list[Path]:
