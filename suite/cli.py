@@ -64,6 +64,16 @@ def cmd_bugs(args: argparse.Namespace) -> int:
                     zts_from=[Path(d) for d in args.zts_from])
 
 
+def explore_args(args: argparse.Namespace) -> list[str]:
+    """--explore BUDGET: the exerciser joins the selection on both sides, with the
+    same seed (the same sequences on base and base+series: a sequence that fails
+    only with the series is a regression, on both a finding on stock)."""
+    if not args.explore:
+        return []
+    return ["-m", "explore or not explore", "--explore-budget", args.explore,
+            "--explore-seed", str(args.explore_seed)]
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     import os
 
@@ -75,7 +85,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if name not in manifests:
         raise SuiteError(f"unknown series '{name}'", fix=f"known: {', '.join(manifests)}")
     selection = ["-k", args.k] if args.k else []
-    extra = [*(["--kernel", args.kernel] if args.kernel else []), *args.pytest_args]
+    extra = [*(["--kernel", args.kernel] if args.kernel else []), *explore_args(args),
+             *args.pytest_args]
     g = run_gate(args.series, manifests[name].base, selection, extra, reruns=args.reruns)
     files = write_reports(g)
     print_verdict(g, files)
@@ -193,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     gt.add_argument("--series", required=True, help="NAME or NAME@COMMIT (base: the manifest's)")
     gt.add_argument("-k", default="", help="pytest -k selection (default: every case)")
     gt.add_argument("--kernel", default=None, help="kernel profile for both sides")
+    gt.add_argument("--explore", default="", metavar="BUDGET",
+                    help="also run `suite explore` on both sides for BUDGET (15m, 20x), "
+                         "the same seed on each")
+    gt.add_argument("--explore-seed", type=int, default=1)
     gt.add_argument("--reruns", type=int, default=2,
                     help="reruns of a case that passed on base and failed with the series")
     gt.set_defaults(func=cmd_gate)

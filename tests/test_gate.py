@@ -158,3 +158,20 @@ def test_gate_reports_carry_the_zts_tests_of_each_side(tmp_path: Path, monkeypat
     assert names == ["gate async-dio", "zts-direct-base", "zts-direct-series"]
     md = (tmp_path / "g" / "gate.md").read_text()
     assert "ZTS `direct` on base" in md and "ZTS `direct` on series" in md
+
+
+def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, monkeypatch):
+    import suite.cli as cli
+    seen = {}
+
+    def fake_gate(series, base, selection, extra, reruns):
+        seen["extra"] = extra
+        raise SystemExit(0)
+    monkeypatch.setattr(gate, "run_gate", fake_gate)
+    with pytest.raises(SystemExit):
+        cli.main(["gate", "--series", "async-dio", "-k", "eof", "--explore", "10m",
+                  "--explore-seed", "7"])
+    extra = seen["extra"]
+    assert extra[extra.index("-m") + 1] == "explore or not explore"
+    assert extra[extra.index("--explore-budget") + 1] == "10m"
+    assert extra[extra.index("--explore-seed") + 1] == "7"
