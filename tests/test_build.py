@@ -43,6 +43,7 @@ def test_key_is_stable_and_changes_with_every_input(tmp_path):
         BuildRequest(k, tree(series=[s2])),
         BuildRequest(k, tree(), flags=("--enable-debug", "--enable-asan")),  # flags
         BuildRequest(k, tree(), zts=True),                               # targets
+        BuildRequest(k, tree(), zdb=True),
         BuildRequest(fake_kernel(tmp_path / "k2" if (tmp_path / "k2").mkdir() is None else
                                  tmp_path, "0x2 other\n"), tree()),      # kernel ABI
         BuildRequest(dataclasses.replace(k, release="6.12.9-amd64"), tree()),
@@ -186,3 +187,13 @@ def test_a_build_step_past_its_deadline_is_killed(tmp_path):
                               dict(os.environ), log, "hung step", timeout=1)
     assert time.monotonic() - t < 15
     assert "started" in e.value.detail
+
+
+def test_zdb_is_built_only_when_asked(tmp_path):
+    """zdb needs libzpool, a third of a cold build here (#24): only --with-zdb
+    (which --thorough sets) or the ZTS's `all` builds it."""
+    k = fake_kernel(tmp_path)
+    assert BuildRequest(k, tree()).targets == ("zfs", "zpool", "zinject")
+    assert "zdb" not in BuildRequest(k, tree()).commands
+    assert BuildRequest(k, tree(), zdb=True).targets[-1] == "zdb"
+    assert "zdb" in BuildRequest(k, tree(), zts=True).commands

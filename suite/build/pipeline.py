@@ -25,6 +25,7 @@ class BuildOptions:
     series: list[str] = field(default_factory=list)
     flags: tuple[str, ...] = ("--enable-debug",)
     zts: bool = False
+    zdb: bool = False
     offline: bool = False
     force: bool = False
     jobs: int | None = None
@@ -52,6 +53,7 @@ BUILD_OPTIONS = (
     Option("--series", "patch series: NAME, NAME@COMMIT, NAME@branch or a folder of *.patch "
                        "files; repeat or comma-separate to stack", "append"),
     Option("--zts", "also build the ZFS Test Suite", "flag"),
+    Option("--with-zdb", "also build zdb (pytest's --thorough asks for it)", "flag"),
     Option("--offline", "never fetch; use the cache only", "flag"),
 )
 
@@ -74,7 +76,7 @@ def options_from(get: Callable[[str], Any], **extra: Any) -> BuildOptions:
     return BuildOptions(kernel=get("kernel"), kernel_headers=get("kernel_headers"),
                         zfs_source=get("zfs_source"), zfs_ref=get("zfs_ref"),
                         series=list(get("series") or []), zts=bool(get("zts")),
-                        offline=bool(get("offline")), **extra)
+                        zdb=bool(get("with_zdb")), offline=bool(get("offline")), **extra)
 
 
 @dataclass
@@ -93,7 +95,8 @@ def prepare(opts: BuildOptions, cache: ObjectCache | None = None) -> Prepared:
         base = series_mod.choose_base(cache, selections, source=opts.zfs_source,
                                       ref=opts.zfs_ref, offline=opts.offline)
         tree = series_mod.resolve(cache, base, selections, offline=opts.offline)
-    req = BuildRequest(kernel=kernel, tree=tree, flags=tuple(opts.flags), zts=opts.zts)
+    req = BuildRequest(kernel=kernel, tree=tree, flags=tuple(opts.flags), zts=opts.zts,
+                       zdb=opts.zdb)
     return Prepared(kernel, tree, req)
 
 

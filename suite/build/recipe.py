@@ -41,7 +41,10 @@ from suite.source.objects import ObjectCache
 RECIPE_VERSION = 1
 DEFAULT_FLAGS = ("--enable-debug",)
 # User-space programs the cases use (their libraries are built as dependencies).
-USER_TARGETS = ("zfs", "zpool", "zinject", "zdb")
+USER_TARGETS = ("zfs", "zpool", "zinject")
+# zdb needs libzpool (all of ZFS again, in user space: ~4 of a cold build's 12
+# minutes here): built only when asked (--with-zdb; --thorough asks for it).
+ZDB = "zdb"
 # Paths of the source a module + commands build needs (a snapshot lacking a file
 # elsewhere, e.g. a ZTS data file, does not stop it).
 NEEDED_PREFIXES = ("module/", "include/", "lib/", "cmd/", "config/", "scripts/",
@@ -59,10 +62,16 @@ class BuildRequest:
     tree: SourceTree
     flags: tuple[str, ...] = DEFAULT_FLAGS
     zts: bool = False
+    zdb: bool = False
 
     @property
     def targets(self) -> tuple[str, ...]:
-        return ("all",) if self.zts else USER_TARGETS
+        return ("all",) if self.zts else USER_TARGETS + ((ZDB,) if self.zdb else ())
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The programs the build leaves (``all`` has zdb too)."""
+        return USER_TARGETS + ((ZDB,) if self.zdb or self.zts else ())
 
     def inputs(self) -> dict:
         return {
@@ -374,7 +383,7 @@ def _record(req: BuildRequest, bdir: Path, src: Path, log: Path, seconds: dict,
             raise BuildError(f"the build produced no {ko}", fix=f"see {log}")
         modules[name] = ModuleInfo(str(ko), _modinfo(ko, "srcversion"), _modinfo(ko, "version"))
     commands = {}
-    for cmd in USER_TARGETS:
+    for cmd in req.commands:
         p = src / cmd
         if not p.exists():
             raise BuildError(f"the build produced no {p}", fix=f"see {log}")

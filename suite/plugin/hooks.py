@@ -117,6 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_DIR] = run_dir
     if asks_for(config, "zts"):
         config.option.zts = True            # the ZTS lane needs a build with the ZTS
+    if config.getoption("thorough", False):
+        config.option.with_zdb = True       # its block accounting is zdb's
     from suite.plugin.tiers import TierPlugin
     config.pluginmanager.register(TierPlugin(), "ozfs-vmci-tier")
     if config.getoption("shard", None):
