@@ -115,3 +115,17 @@ def test_a_pool_an_earlier_case_made_is_created_by_the_reproducer():
     steps = [translate(c) for c, _ in case_commands(log)]
     assert steps == ["zpool destroy -f tank", 'zpool create -f -o ashift=12 tank "$DEV0" "$DEV1"',
                      "zfs create tank/case"]
+
+
+def test_an_explore_reproducer_runs_only_the_confirmed_minimal_sequence():
+    from suite.report.repro import only_the_finding
+    eng = "PYTHONPATH=/x /usr/bin/python3 -m suite.ioengine explore-run /tmp/ozfs-engine/"
+    steps = [("zfs set recordsize=16K tank/case", False),
+             (eng + "explore-1-0001-s0.seq.json --file /t/a.bin", False),
+             ("echo 1 > /sys/module/zfs/parameters/zfs_async_dio_enabled", False),
+             (eng + "explore-2-0002-s1.seq.json --file /t/b.bin", False),
+             (eng + "explore-2-0003-shrink.seq.json --file /t/c.bin", False),
+             (eng + "explore-2-0004-confirm.seq.json --file /t/d.bin", False)]
+    kept = [c for c, _ in only_the_finding(steps)]
+    assert kept == [steps[0][0], steps[2][0], steps[5][0]]
+    assert only_the_finding(steps[:4]) == steps[:4]      # nothing confirmed: all of it

@@ -62,6 +62,16 @@ def case_commands(log: str) -> list[tuple[str, bool]]:
     return out
 
 
+def only_the_finding(steps: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """An explore case ran many sequences and every shrink candidate; once it
+    confirmed a minimal failing one (``*-confirm.seq.json``), its reproducer runs
+    just that one, after the property and parameter steps that led to it."""
+    confirm = [c for c, _ in steps if "explore-run" in c and "-confirm.seq.json" in c]
+    if not confirm:
+        return steps
+    return [(c, bg) for c, bg in steps if "explore-run" not in c or c == confirm[-1]]
+
+
 def translate(cmd: str) -> str | None:
     """The command as a guest without the suite runs it (None: the harness's own)."""
     if SKIP.search(cmd):
@@ -190,7 +200,7 @@ def write_reproducer(case_dir: Path, nodeid: str, v: CaseVerdict) -> Path | None
     log = case_dir / "commands.log"
     if not log.exists():
         return None
-    steps = case_commands(log.read_text(errors="replace"))
+    steps = only_the_finding(case_commands(log.read_text(errors="replace")))
     if not steps:
         return None
     out = case_dir / "repro"
