@@ -25,38 +25,14 @@ import pytest
 
 from suite.explore.gen import PARAM_CHOICES, PROP_CHOICES, Choices
 from suite.explore.ops import Sequence
-from suite.explore.session import Budget, GuestRunner, Settings, explore, parse_budget
+from suite.explore.session import (Budget, Conditions, GuestRunner, Settings, dataset_props,
+                                   explore, parse_budget)
 
 pytestmark = [pytest.mark.vm, pytest.mark.explore]
 
 PER_SEQUENCE_S = 60.0           # a guess at one run under KVM, for an "Nx" budget's backstop
 SHRINK_S = 1200.0               # wall clock for shrinking a finding
 SETUP_S = 600.0                 # guest, pool and the first commands, before scaling
-
-
-class Conditions:
-    """Puts a sequence's dataset properties and module parameters in place
-    (only those that change; the fixture restores the parameters afterwards)."""
-
-    def __init__(self, zfs_guest, dataset) -> None:
-        self.zfs, self.dataset = zfs_guest, dataset
-        self.props: dict[str, str] = {}
-        self.params: dict[str, int] = {}
-
-    def __call__(self, seq: Sequence) -> None:
-        for k, v in sorted(seq.props.items()):
-            if self.props.get(k) != v:
-                self.zfs.zfs("set", f"{k}={v}", self.dataset.name)
-                self.props[k] = v
-        for k, v in sorted(seq.params.items()):
-            if self.params.get(k) != v:
-                self.zfs.set_param(k, v)
-                self.params[k] = v
-
-
-def dataset_props(zfs_guest, name: str) -> set[str]:
-    r = zfs_guest.zfs("get", "-H", "-o", "property", "all", name, check=False)
-    return set(r.stdout.split())
 
 
 def conditions_row(seq: Sequence) -> str:

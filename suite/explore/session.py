@@ -292,3 +292,29 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
     """Explore until the budget is spent or a finding is made (and shrunk)."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log).run(
         master_seed, budget)
+
+
+class Conditions:
+    """Puts a sequence's dataset properties and module parameters in place (only
+    those that change; the case's fixture restores the parameters afterwards)."""
+
+    def __init__(self, zfs_guest: Any, dataset: Any) -> None:
+        self.zfs, self.dataset = zfs_guest, dataset
+        self.props: dict[str, str] = {}
+        self.params: dict[str, int] = {}
+
+    def __call__(self, seq: Sequence) -> None:
+        for k, v in sorted(seq.props.items()):
+            if self.props.get(k) != v:
+                self.zfs.zfs("set", f"{k}={v}", self.dataset.name)
+                self.props[k] = v
+        for k, v in sorted(seq.params.items()):
+            if self.params.get(k) != v:
+                self.zfs.set_param(k, v)
+                self.params[k] = v
+
+
+def dataset_props(zfs_guest: Any, name: str) -> set[str]:
+    """The properties this build's datasets have."""
+    r = zfs_guest.zfs("get", "-H", "-o", "property", "all", name, check=False)
+    return set(r.stdout.split())

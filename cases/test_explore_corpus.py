@@ -1,0 +1,42 @@
+"""The findings of ``suite explore``, kept (``cases/explore_corpus/*.json``):
+each minimal sequence replayed three times on a fresh file under its own dataset
+properties and module parameters (those the build has), every read checked
+against the model. In the default selection: a fixed finding must stay fixed."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suite.explore.gen import PARAM_CHOICES, Choices
+from suite.explore.ops import Sequence
+from suite.explore.session import Conditions, Explorer, GuestRunner, Settings, dataset_props
+
+pytestmark = [pytest.mark.vm]
+
+CORPUS = sorted((Path(__file__).parent / "explore_corpus").glob("*.json"))
+RUNS = 3
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
+    seq = Sequence.from_json(path.read_text())
+    have = dataset_props(zfs_guest, pool.name)
+    lacking = sorted([k for k in seq.props if k not in have] +
+                     [k for k in seq.params if not zfs_guest.has_param(k)])
+    if any(k in lacking for k in seq.props):
+        pytest.skip(f"the build's datasets have no {', '.join(lacking)}: the sequence "
+                    f"cannot run as found")
+    seq.params = {k: v for k, v in seq.params.items() if k in PARAM_CHOICES and
+                  zfs_guest.has_param(k)}
+    runner = Explorer(GuestRunner(engine), Settings(workdir=pool.mountpoint,
+                                                    seq_dir=engine.outdir,
+                                                    out_dir=case_dir / "explore"),
+                      Choices(), Conditions(zfs_guest, pool))
+    verdicts = [runner.replay(seq, f"corpus{i}") for i in range(RUNS)]
+    bad = [v for v in verdicts if v.state != "ok"]
+    note = f" (params the build lacks, not set: {', '.join(lacking)})" if lacking else ""
+    for v in bad[:1]:
+        symptom(v.kind or "no-result", f"{path.name}: {v.line()}"[:300])
+    assert not bad, (f"{path.name}: {len(bad)} of {RUNS} runs failed{note}: {bad[0].line()}\n"
+                     f"{seq.render(bad[0].failed_at)}")
