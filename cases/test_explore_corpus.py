@@ -4,6 +4,7 @@ properties and module parameters (those the build has), every read checked
 against the model. In the default selection: a fixed finding must stay fixed."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
     if any(k in lacking for k in seq.props):
         pytest.skip(f"the build's datasets have no {', '.join(lacking)}: the sequence "
                     f"cannot run as found")
-    seq.params = {k: v for k, v in seq.params.items() if k in PARAM_CHOICES and
-                  zfs_guest.has_param(k)}
+    seq = replace(seq, params={k: v for k, v in seq.params.items()
+                               if k in PARAM_CHOICES and zfs_guest.has_param(k)})
     runner = Explorer(GuestRunner(engine), Settings(workdir=pool.mountpoint,
                                                     seq_dir=engine.outdir,
                                                     out_dir=case_dir / "explore"),
