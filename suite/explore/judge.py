@@ -5,7 +5,6 @@ done, or did not run every op); and the text a person reads about it.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,18 +37,6 @@ class Verdict:
                    f"{len(self.unsupported)} unsupported)"
         at = f" at op {self.failed_at}" if self.failed_at is not None else ""
         return f"{self.state}{at}: {self.kind}: {self.why}"
-
-
-def parse_lines(text: str) -> list[dict[str, Any]]:
-    out = []
-    for ln in text.splitlines():
-        ln = ln.strip()
-        if ln.startswith("{"):
-            try:
-                out.append(json.loads(ln))
-            except json.JSONDecodeError:
-                continue
-    return out
 
 
 def in_flight(lines: list[dict[str, Any]]) -> int | None:

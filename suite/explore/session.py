@@ -25,7 +25,8 @@ from typing import Any, Callable, Protocol
 
 from suite.errors import GuestError, KernelTripped
 from suite.explore.gen import Choices, generate, sequence_seed
-from suite.explore.judge import Verdict, in_flight, judge, parse_lines, report_text
+from suite.casekit.engine import parse_lines
+from suite.explore.judge import Verdict, in_flight, judge, report_text
 from suite.explore.ops import Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 
