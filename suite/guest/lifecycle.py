@@ -20,12 +20,12 @@ from suite.errors import GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.evidence import Evidence, collect_evidence
 from suite.guest.probes import Kprobes
+from suite.guest.ssh import virtme_key
+from suite.guest.zfs import PoolSpec, Zfs
 from suite.judges.expect import Leaves
 from suite.judges.judge import Finding as Leftover, Judgement, judge
 from suite.judges.kstats import Rules, load_rules
 from suite.judges.snapshot import Snapshot, after_script, before_script
-from suite.guest.ssh import virtme_key
-from suite.guest.zfs import PoolSpec, Zfs
 from suite.report.symptoms import Symptom
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher, Finding

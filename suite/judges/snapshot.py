@@ -6,7 +6,6 @@ log is cleared, so what it holds after is the case's.
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 
 from suite.judges import kstats
@@ -61,8 +60,3 @@ class Snapshot:
                    {k[len("kstat "):]: kstats.parse(v) for k, v in s.items()
                     if k.startswith("kstat ")},
                    s.get("status"), s.get("events"), text)
-
-
-def quote_cmd(prefix: str) -> str:
-    """The build's zpool as a shell prefix (already quoted by ``Zfs.cmd``)."""
-    return prefix if " " in prefix or "=" in prefix else shlex.quote(prefix)
