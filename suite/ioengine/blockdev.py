@@ -67,8 +67,10 @@ def flip_write(path: str, offset: int, length: int, writes: int, seed: Any) -> d
     fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
     results: list[Any] = []
     done = threading.Event()
+    flipping = threading.Event()        # the writes begin once the bytes are changing
 
     def writer() -> None:
+        flipping.wait(10)
         with memoryview(buf) as mv:
             for _ in range(writes):
                 try:
@@ -84,6 +86,7 @@ def flip_write(path: str, offset: int, length: int, writes: int, seed: Any) -> d
         i = (flips * 4093) % length
         buf[i] = (buf[i] + 1) & 0xFF
         flips += 1
+        flipping.set()
     t.join()
     with memoryview(buf) as mv:
         final = os.pwrite(fd, mv, offset)
