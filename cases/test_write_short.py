@@ -36,6 +36,10 @@ def conditions(interface: str):
 @pytest.mark.pool(props=WRITE_PROPS)
 @pytest.mark.parametrize("recordsize", ["4K", "128K"])
 @pytest.mark.parametrize("interface", ["libaio", "io_uring"])
+# 128K records: a 1 MiB write commits whole records before the quota stops it, the
+# shape short-write-reported-as-error needs (at 4K the quota takes the write whole:
+# the quick tier's first variant passed at the bad commit, 3 of 3 trials whole).
+@pytest.mark.quick("libaio-128K")
 def test_write_cut_by_quota(dio, zfs_guest, interface, recordsize):
     """1 MiB O_DIRECT write into a new file of a dataset with 64K of quota left."""
     conds, skipped = dio.split(conditions(interface))
