@@ -65,6 +65,26 @@ def _armed(run, async_, case_dir):
                        "the delay did not hold it", fix="raise the delay")
 
 
+HELD_PAST_LATE_S = 1.0      # W1 must stay held this long after W2 completed
+
+
+def _held_past_late(run) -> None:
+    """The race the case is about ran: W1 was still held well after W2 completed,
+    long enough for a barrier satisfied by W2 to return before W1. A hold that
+    let both through together proves nothing either way (under a loaded TCG host
+    the held read ended at 0.9 s and W1 completed 0.2 ms after W2: the case
+    'passed' at the bad commit), so it is not armed, never a pass."""
+    end = run.end or {}
+    w1 = next((w for w in end.get("writes") or [] if w.get("seed") == "w1"), {})
+    w2 = next((w for w in end.get("late") or [] if w.get("seed") == "w2"), {})
+    if not (w1.get("t_done") and w2.get("t_done") and
+            w1["t_done"] - w2["t_done"] >= HELD_PAST_LATE_S):
+        raise NotArmed(f"W1 was not held past W2 (W1 done at t={w1.get('t_done')} s, W2 at "
+                       f"t={w2.get('t_done')} s): the held read did not hold W1's range",
+                       fix="the hold (a zinject-delayed read of W1's range) ended early: "
+                           "see its proof; rerun, or raise the delay")
+
+
 def _held_write_then(z, engine, accel, path, barrier, async_, case_dir):
     """W1 (4 KiB at 0) held by a write delay on its file, then ``barrier``; the
     overlap proven (the write outstanding when the barrier started)."""
@@ -135,6 +155,7 @@ def test_write_barrier_not_satisfied_by_later_write(zfs_guest, pool, engine, acc
     read = held.wait(accel.deadline(30))
     z.zinject("-c", "all", check=False)
     _armed(run, 1, case_dir)
+    _held_past_late(run)
     problems = _judge(run, accel, symptom, {(one, 0): [["w1"]]})
     if not read["finished"]:
         problems.append(f"the read holding W1's range did not finish: {read['detail'][:200]}")
