@@ -5,6 +5,7 @@ for a person: ``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``.
 from __future__ import annotations
 
 import json
+from suite.ioengine.explore_ops import Step
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -31,21 +32,12 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
-class Op:
+class Op(Step):
     """One operation on the target. ``data`` names the bytes a write lays down
     (``pattern("<seed>:w<data>")`` at its offset); ``segs`` is the iovec count
-    of ``preadv``/``pwritev``; ``buf_off`` moves the buffer off its alignment."""
-    op: str
-    iface: str = "sync"
-    direct: bool = False
-    off: int = 0
-    len: int = 0
-    size: int = 0
-    buf: str = "heap"
-    buf_off: int = 0
-    segs: int = 0
-    data: int = 0
-    src_off: int = 0
+    of ``preadv``/``pwritev``; ``buf_off`` moves the buffer off its alignment.
+    Its fields are the guest executor's ``Step`` (one definition of an op for
+    both sides); the host adds what generating and showing a sequence needs."""
 
     def used_fields(self) -> tuple[str, ...]:
         extra = ("segs",) if self.op in ("preadv", "pwritev") else ()
