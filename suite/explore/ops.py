@@ -5,9 +5,10 @@ for a person: ``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``.
 from __future__ import annotations
 
 import json
-from suite.ioengine.explore_ops import Step
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from suite.ioengine.explore_ops import Step
 
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
