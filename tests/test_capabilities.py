@@ -45,3 +45,45 @@ def test_a_build_with_the_knob_sets_it_as_asked():
     run, _ = b.split(rows(0), aligned=False)
     assert [c.label for c in run] == ["libaio async=0 strict=0", "sync strict=0"]
     assert all(STRICT_PARAM not in c.optional for c in run) and b.capability_notes == []
+
+
+# The capability record (suite/guest/capabilities.py): what the report says a build does.
+from suite.guest import capabilities as caps  # noqa: E402
+
+PARAMS_2_3 = {"zfs_dio_enabled": "1", "zfs_vdev_direct_write_verify": "1",
+              "zfs_bclone_enabled": "1", "zvol_use_blk_mq": "0"}
+
+
+def by_name(cs):
+    return {c.name: c for c in cs}
+
+
+def test_the_2_3_line_is_recorded_with_its_fixed_misaligned_behaviour():
+    got = by_name(caps.capabilities(PARAMS_2_3, ["abdstats", "arcstats"]))
+    assert got["Direct I/O"].have and got["Direct I/O"].value == "zfs_dio_enabled=1"
+    strict = got["misaligned O_DIRECT"]
+    assert not strict.have and "always refused with EINVAL" in strict.behaviour
+    assert not got["async O_DIRECT (async-dio)"].have
+    assert not got["zvol Direct I/O (zvol-dio)"].have
+    assert got["kstats"].value == "2 files" and "abdstats" in got["kstats"].behaviour
+    assert not got["optional tools"].have
+
+
+def test_a_series_build_records_its_knobs_and_values():
+    params = {**PARAMS_2_3, STRICT_PARAM: "0", ASYNC_PARAM: "1",
+              "zfs_async_dio_task_depth": "32", "zfs_async_write_pinned_copies": "7"}
+    got = by_name(caps.capabilities(params, [], features=["zdb"]))
+    assert got["misaligned O_DIRECT"].value == f"{STRICT_PARAM}=0"
+    assert "ARC" in got["misaligned O_DIRECT"].behaviour
+    assert got["async O_DIRECT (async-dio)"].behaviour.startswith(f"{ASYNC_PARAM}=1")
+    assert got["pinned-page counters (async-dio)"].value == "zfs_async_write_pinned_copies=7"
+    assert not got["kstats"].have
+    assert got["optional tools"].behaviour == "built: zdb"
+
+
+def test_the_record_round_trips_through_the_run_folder(tmp_path):
+    cs = caps.capabilities(PARAMS_2_3, ["zil"])
+    path = caps.write(tmp_path, cs)
+    assert path == tmp_path / "build" / caps.FILE
+    assert caps.load(path) == cs
+    assert not list((tmp_path / "build").glob(".*"))      # no temporary left behind

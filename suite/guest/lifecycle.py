@@ -18,6 +18,8 @@ from suite.build.recipe import BuildRecord
 from suite.casekit.dio import COUNTER_PARAMS
 from suite.errors import GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, stuck_tasks
+from suite.guest.capabilities import capabilities, kstat_command
+from suite.guest.capabilities import write as write_capabilities
 from suite.guest.evidence import Evidence, collect_evidence
 from suite.guest.probes import Kprobes
 from suite.guest.ssh import virtme_key
@@ -131,6 +133,7 @@ class Guests:
     boots: int = 0
     kept: list[VM] = field(default_factory=list)
     rules: Rules = field(default_factory=load_rules)   # vmimages/kstat-rules.toml
+    capabilities_recorded: bool = False
 
     def acquire(self, shape: GuestShape, log: Path, untraced: bool = False) -> ZfsGuest:
         """A fit guest of ``shape`` with the build loaded and verified (srcversion);
@@ -145,11 +148,21 @@ class Guests:
         g.zfs.guest.set_log(log)
         try:
             g.loaded = g.zfs.load()         # one command when it is loaded already
-            g.params = g.params or set(g.zfs.param_values())
+            g.params = g.params or self._learn(g)
         except SuiteError:
             g.fit = False
             raise
         return g
+
+    def _learn(self, g: ZfsGuest) -> set[str]:
+        """The loaded build's module parameters; the first time in this worker, also
+        what the build can do (``build/capabilities.json``, for the report)."""
+        values = g.zfs.param_values()
+        if not self.capabilities_recorded:
+            ks = g.zfs.guest.run(kstat_command(), timeout=30, log=False).stdout.split()
+            write_capabilities(self.run_dir, capabilities(values, ks, self.record.features))
+            self.capabilities_recorded = True
+        return set(values)
 
     def _boot(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:
         self.boots += 1
