@@ -1,5 +1,5 @@
 """``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell, explore,
-merge."""
+merge, lines."""
 from __future__ import annotations
 
 import argparse
@@ -152,6 +152,29 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
 
 
+def cmd_lines(args: argparse.Namespace) -> int:
+    if args.what == "newest":
+        import json
+
+        from suite.source.lines import SUPPORTED, refs_to_test, remote_tags
+        lines = tuple(args.line or SUPPORTED)
+        refs = refs_to_test(remote_tags(args.url), lines, master=not args.no_master)
+        print(json.dumps(refs) if args.json else "\n".join(refs))
+        return 0
+    from suite.report import lines as side_by_side
+    if not args.folders:
+        raise SuiteError("lines table needs the results folder of each line's run",
+                         fix="python -m suite lines table results/zfs-2.3.9 results/master")
+    labels = args.label or []
+    runs = [side_by_side.read_run(Path(f), labels[i] if i < len(labels) else None)
+            for i, f in enumerate(args.folders)]
+    text = side_by_side.markdown(runs, every_case=args.all)
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text, end="")
+    return side_by_side.exit_code(runs)
+
+
 def _budget(text: str) -> str:
     from suite.explore.session import budget_arg
     return budget_arg(text)
@@ -244,6 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument("--expect", type=int, default=0,
                     help="how many shards there should be (a missing one is inconclusive)")
     mg.set_defaults(func=cmd_merge)
+    ln = sub.add_parser("lines", help="release lines: the newest tag of each (newest), or "
+                                      "their runs side by side (table DIR...: exit 0 all "
+                                      "passed, 1 a failure, 2 a line without results)")
+    ln.add_argument("what", choices=["newest", "table"])
+    ln.add_argument("folders", nargs="*", help="table: each line's results folder")
+    ln.add_argument("--label", action="append", help="table: a name per folder, in order")
+    ln.add_argument("--all", action="store_true", help="table: every case, not only those "
+                                                       "that differ")
+    ln.add_argument("--out", help="table: also write the markdown here")
+    ln.add_argument("--line", action="append", help="newest: a line (default 2.3 and 2.4)")
+    ln.add_argument("--no-master", action="store_true", help="newest: leave master out")
+    ln.add_argument("--json", action="store_true", help="newest: a JSON list (a job matrix)")
+    ln.add_argument("--url", default="https://github.com/openzfs/zfs")
+    ln.set_defaults(func=cmd_lines)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)
