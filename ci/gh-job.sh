@@ -6,6 +6,9 @@
 #   ci/gh-job.sh --dry-run run print what `run` would do, run nothing
 #   ci/gh-job.sh merge DIR...  merge the shards' results folders into $RESULTS
 #                              (one JUnit, summary.md, report.html, verdict)
+#   ci/gh-job.sh lines         the release lane's refs as a JSON list (the newest tag
+#                              of each line in $LINES, then master)
+#   ci/gh-job.sh lines-table DIR...  each line's results side by side ($RESULTS/lines.md)
 #
 # Inputs (environment, all optional):
 #   SERIES          patch series manifest name (default async-dio; "none": the ref as it is)
@@ -21,6 +24,7 @@
 #   SHARD           i/N: this runner's share of the selection (balanced by the case
 #                   times of earlier runs, kept in the cache); empty: all of it
 #   TIER            auto | quick | full (default: full on KVM, quick under TCG)
+#   LINES           release lines for `lines` (default "2.3 2.4")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -117,8 +121,31 @@ case "$CMD" in
     [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"
     exit "$rc"
     ;;
+  lines)
+    cmd=(python3 -m suite lines newest --json)
+    for l in ${LINES:-2.3 2.4}; do cmd+=(--line "$l"); done
+    if [ "$DRY" = 1 ]; then
+      printf 'would run:'; printf ' %q' "${cmd[@]}"; echo
+      exit 0
+    fi
+    "${cmd[@]}"
+    ;;
+  lines-table)
+    shift
+    [ "$#" -gt 0 ] || { echo "usage: ci/gh-job.sh lines-table LINE_RESULTS_DIR..." >&2; exit 2; }
+    cmd=(python3 -m suite lines table --out "$RESULTS/lines.md" "$@")
+    if [ "$DRY" = 1 ]; then
+      printf 'would run:'; printf ' %q' "${cmd[@]}"; echo
+      exit 0
+    fi
+    mkdir -p "$RESULTS"
+    rc=0
+    "${cmd[@]}" || rc=$?
+    [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$RESULTS/lines.md" >> "$GITHUB_STEP_SUMMARY"
+    exit "$rc"
+    ;;
   *)
-    echo "usage: ci/gh-job.sh [--dry-run] cache-key|run|merge DIR..." >&2
+    echo "usage: ci/gh-job.sh [--dry-run] cache-key|run|merge DIR...|lines|lines-table DIR..." >&2
     exit 2
     ;;
 esac

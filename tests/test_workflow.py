@@ -118,3 +118,16 @@ def test_dry_run_shows_the_shard_commands_and_the_merge():
     assert "nothing for shard 2/2" in job("--dry-run", "run", MODE="gate", SHARD="2/2")
     wf = (REPO / ".github" / "workflows" / "ozfs-vmci.yml").read_text()
     assert "shard: [1, 2]" in wf and "ci/gh-job.sh merge" in wf and "needs: vm" in wf
+
+
+def test_the_release_lane_runs_the_stock_selection_per_line_and_compares_them():
+    out = job("--dry-run", "lines", LINES="2.3 2.4")
+    assert "python3 -m suite lines newest --json --line 2.3 --line 2.4" in out
+    run = job("--dry-run", "run", SERIES="none", ZFS_REF="zfs-2.3.9")
+    line = next(ln for ln in run.splitlines() if "pytest cases" in ln)
+    assert "--series" not in line and "--zfs-ref zfs-2.3.9" in line and " -k " not in line
+    table = job("--dry-run", "lines-table", "lines/a", "lines/b", RESULTS="results/lines")
+    assert "suite lines table --out results/lines/lines.md lines/a lines/b" in table
+    wf = (REPO / ".github" / "workflows" / "release-lines.yml").read_text()
+    assert "fromJSON(needs.refs.outputs.refs)" in wf and "SERIES: none" in wf
+    assert "ci/gh-job.sh lines-table" in wf and "schedule:" in wf
