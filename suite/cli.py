@@ -82,12 +82,20 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from suite.source import series
     name = args.series.split("@", 1)[0]
     manifests = series.available()
-    if name not in manifests:
-        raise SuiteError(f"unknown series '{name}'", fix=f"known: {', '.join(manifests)}")
+    folder = name not in manifests and Path(name).is_dir()
+    if not folder and name not in manifests:
+        raise SuiteError(f"unknown series '{name}'", fix=f"known: {', '.join(manifests)}, "
+                                                         "or a folder of *.patch files")
+    if folder and not args.zfs_ref:
+        raise SuiteError(f"a folder of patches ({name}) has no base of its own",
+                         fix="name the ref it applies to: --zfs-ref zfs-2.3.9 (a tag, "
+                             "branch or commit)")
+    base = args.zfs_ref or manifests[name].base
     selection = ["-k", args.k] if args.k else []
     extra = [*(["--kernel", args.kernel] if args.kernel else []), *explore_args(args),
              *args.pytest_args]
-    g = run_gate(args.series, manifests[name].base, selection, extra, reruns=args.reruns)
+    g = run_gate(args.series, base, selection, extra, reruns=args.reruns,
+                 series_on_base=folder or bool(args.zfs_ref))
     files = write_reports(g)
     print_verdict(g, files)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -224,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")
-    gt.add_argument("--series", required=True, help="NAME or NAME@COMMIT (base: the manifest's)")
+    gt.add_argument("--series", required=True, help="NAME, NAME@COMMIT (base: the "
+                                                     "manifest's) or a folder of *.patch")
+    gt.add_argument("--zfs-ref", default="", help="the base: a tag, branch or commit (a "
+                                                  "backport: zfs-2.3.9 and a patch folder)")
     gt.add_argument("-k", default="", help="pytest -k selection (default: every case)")
     gt.add_argument("--kernel", default=None, help="kernel profile for both sides")
     gt.add_argument("--explore", default="", metavar="BUDGET",

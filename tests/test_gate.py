@@ -164,7 +164,7 @@ def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, mo
     import suite.cli as cli
     seen = {}
 
-    def fake_gate(series, base, selection, extra, reruns):
+    def fake_gate(series, base, selection, extra, reruns, series_on_base=False):
         seen["extra"] = extra
         raise SystemExit(0)
     monkeypatch.setattr(gate, "run_gate", fake_gate)
@@ -175,3 +175,14 @@ def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, mo
     assert extra[extra.index("-m") + 1] == "explore or not explore"
     assert extra[extra.index("--explore-budget") + 1] == "10m"
     assert extra[extra.index("--explore-seed") + 1] == "7"
+
+
+def test_a_backport_gates_a_patch_folder_on_a_stable_tag(tmp_path: Path):
+    from suite.cli import main
+    from suite.report.gate import gate_sides
+    assert gate_sides("async-dio", "efc74710b8", False) == {
+        "base": ["--zfs-ref", "efc74710b8"], "series": ["--series", "async-dio"]}
+    assert gate_sides(str(tmp_path), "zfs-2.3.9", True)["series"] == [
+        "--series", str(tmp_path), "--zfs-ref", "zfs-2.3.9"]
+    assert main(["gate", "--series", str(tmp_path)]) == 2     # a folder needs its base
+    assert main(["gate", "--series", "no-such-series"]) == 2

@@ -139,12 +139,20 @@ class GateRun:
                            "cases": [asdict(c) for c in self.classes]}, indent=1)
 
 
+def gate_sides(series_sel: str, base: str, series_on_base: bool) -> dict[str, list[str]]:
+    """Each side's build options: the base ref alone, and the series on it (named
+    explicitly for a patch folder or a base other than the manifest's)."""
+    on = ["--zfs-ref", base] if series_on_base else []
+    return {"base": ["--zfs-ref", base], "series": ["--series", series_sel, *on]}
+
+
 def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
-             reruns: int = 2, root: Path | None = None) -> GateRun:
+             reruns: int = 2, root: Path | None = None,
+             series_on_base: bool = False) -> GateRun:
     """Both sessions, the reruns, the classes. Reports are written by the caller."""
     root = root or paths.results_root() / f"gate-{time.strftime('%Y%m%d-%H%M%S')}"
     g = GateRun(series_sel, base, root, selection)
-    sides = {"base": ["--zfs-ref", base], "series": ["--series", series_sel]}
+    sides = gate_sides(series_sel, base, series_on_base)
     verdicts: dict[str, dict[str, CaseVerdict]] = {}
     for side, args in sides.items():
         print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}", flush=True)
