@@ -244,3 +244,53 @@ def test_where_the_time_went_sums_each_cases_phases(tmp_path: Path):
     assert "call         2 x   25.0 s =      50 s    40%" in text
     assert "boot         1 x   40.0 s" in text
     assert phases.summarize([]) == ""
+
+
+class _FakeGuestRun:
+    def __init__(self, stdout: str) -> None:
+        self.stdout, self.rc = stdout, 0
+
+
+class _FakeZfs:
+    """What ondisk.leak_findings asks of a guest: the imported pools, one command."""
+    def __init__(self, pools: list[str], kstat_text: str) -> None:
+        self._pools, self.text, self.ran = pools, kstat_text, []
+        self.guest = self
+
+    def pools(self) -> list[str]:
+        return self._pools
+
+    def run(self, cmd: str, **kw) -> _FakeGuestRun:
+        self.ran.append(cmd)
+        return _FakeGuestRun(self.text)
+
+
+def _abd(scatter_cnt: int, struct: int = 8192) -> str:
+    return ABD_HEAD + (f"struct_size                     4    {struct}\n"
+                       f"scatter_cnt                     4    {scatter_cnt}\n")
+
+
+def test_a_gauge_that_stays_up_with_every_pool_exported_is_a_leak(tmp_path: Path):
+    rules = kstats.Rules((), (), returns=(
+        kstats.ReturnRule("abdstats", ("struct_size", "scatter_cnt"), "why", slack=2),
+        kstats.ReturnRule("dbufstats", ("cache_count",), "why")))
+    baseline = {"abdstats": kstats.parse(_abd(3))}
+    notes: list[str] = []
+    z = _FakeZfs([], "=== kstat abdstats\n" + _abd(9))
+    [f] = ondisk.leak_findings(z, rules, baseline, notes)
+    assert f.kind == "kstat:leak" and "scatter_cnt = 9 with every pool exported, 3 before" in f.detail
+    assert "/proc/spl/kstat/zfs/abdstats" in z.ran[0]
+    assert "dbufstats cache_count: not in this build's kstats, not checked" in notes[-1]
+    within = ondisk.leak_findings(_FakeZfs([], "=== kstat abdstats\n" + _abd(5)), rules,
+                                  baseline, [])
+    assert within == []                                   # 5 <= 3 + slack 2
+
+
+def test_the_leak_check_says_when_it_cannot_judge():
+    rules = kstats.load_rules()
+    assert {r.file for r in rules.returns} >= {"abdstats", "arcstats"}
+    notes: list[str] = []
+    assert ondisk.leak_findings(_FakeZfs(["other"], ""), rules, {"abdstats": {}}, notes) == []
+    assert "other pools imported (other)" in notes[-1]
+    assert ondisk.leak_findings(_FakeZfs([], ""), rules, None, notes) == []
+    assert "no load-time baseline" in notes[-1]

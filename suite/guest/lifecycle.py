@@ -27,7 +27,7 @@ from suite.guest.zfs import PoolSpec, Zfs
 from suite.judges.expect import Leaves
 from suite.judges.judge import Finding as Leftover, Judgement, judge
 from suite.judges.kstats import Rules, load_rules
-from suite.judges.snapshot import Snapshot, after_script, before_script
+from suite.judges.snapshot import Snapshot, after_script, before_script, kstat_script
 from suite.report.symptoms import Symptom
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher, Finding
@@ -73,6 +73,7 @@ class ZfsGuest:
     replaced_by: "ZfsGuest | None" = None   # the guest booted on its disks after a power cut
     probes: Kprobes | None = None       # armed once, for the guest's life (suite/guest/probes.py)
     ondisk: list[Leftover] = field(default_factory=list)   # --thorough findings of this case
+    baseline: dict | None = None        # [[returns]] gauges right after load, no pool yet
     watch: "CaseWatch | None" = None    # the case running in it now
 
     def kprobes(self) -> Kprobes:
@@ -158,6 +159,10 @@ class Guests:
         """The loaded build's module parameters; the first time in this worker, also
         what the build can do (``build/capabilities.json``, for the report)."""
         values = g.zfs.param_values()
+        if not g.zfs.pools():       # the load-time baseline of the [[returns]] gauges
+            r = g.zfs.guest.run(kstat_script(self.rules.return_files()), timeout=30,
+                                log=False, check=False)
+            g.baseline = Snapshot.parse(r.stdout).kstats
         if not self.capabilities_recorded:
             ks = g.zfs.guest.run(kstat_command(), timeout=30, log=False).stdout.split()
             write_capabilities(self.run_dir, capabilities(values, ks, self.record.features))

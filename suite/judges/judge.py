@@ -6,7 +6,8 @@ Symptom kinds (``verdict.json``):
 - ``pool:<read|write|cksum>``: a vdev error count the case did not declare;
   ``pool:state``: a vdev or pool not ONLINE; ``pool:data-errors``: permanent errors;
 - ``ereport:<class>``: an ereport the case did not declare (``ereport:checksum``);
-- ``kstat:wrap``, ``kstat:limit``: accounting that did not balance;
+- ``kstat:wrap``, ``kstat:limit``: accounting that did not balance; ``kstat:leak``: a
+  gauge still up with every pool exported (``--thorough``, ``ondisk.py``);
 - ``ondisk:scrub``, ``ondisk:zdb``: the thorough on-disk checks (``ondisk.py``).
 
 Checks that could not run (a kstat the build lacks) are listed as not checked.

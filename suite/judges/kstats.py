@@ -8,7 +8,11 @@ each with its reason):
 - ``[[wrap]]``: no unsigned value of the matching files at or above 2^63 (a
   counter decremented below zero), unless it already was before the case;
 - ``[[limit]]``: ``name`` of ``file`` at most ``max`` (a number or another
-  counter of the same file) times ``slack``.
+  counter of the same file) times ``slack``;
+- ``[[returns]]``: with every pool exported, ``names`` of ``file`` are back to
+  what they were before the guest's first pool, within ``slack`` (a gauge that
+  stays up after the pool is gone is memory that was never given back). Checked
+  by ``--thorough`` when it exports a case's pool (``suite/judges/ondisk.py``).
 """
 from __future__ import annotations
 
@@ -57,10 +61,22 @@ class LimitRule:
 
 
 @dataclass(frozen=True)
+class ReturnRule:
+    file: str
+    names: tuple[str, ...]
+    reason: str
+    slack: int = 0                  # how far above its baseline a gauge may stay
+
+
+@dataclass(frozen=True)
 class Rules:
     wrap: tuple[WrapRule, ...]
     limit: tuple[LimitRule, ...]
     collect: tuple[str, ...] = ("abdstats", "arcstats")   # kstat files read, as globs
+    returns: tuple[ReturnRule, ...] = ()
+
+    def return_files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.file for r in self.returns))
 
 
 def load_rules(path: Path | None = None) -> Rules:
@@ -70,7 +86,7 @@ def load_rules(path: Path | None = None) -> Rules:
         d = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise SuiteError(f"cannot read the kstat rules {path}: {e}", fix="fix its TOML") from e
-    for section in ("wrap", "limit"):
+    for section in ("wrap", "limit", "returns"):
         for r in d.get(section, []):
             if not str(r.get("reason", "")).strip():
                 raise SuiteError(f"{path}: a [[{section}]] rule has no reason",
@@ -79,12 +95,14 @@ def load_rules(path: Path | None = None) -> Rules:
                        for r in d.get("wrap", [])),
                  tuple(LimitRule(r["file"], r["name"], str(r["max"]), r["reason"],
                                  float(r.get("slack", 1.0))) for r in d.get("limit", [])),
-                 tuple(d.get("collect", Rules.collect)))
+                 tuple(d.get("collect", Rules.collect)),
+                 tuple(ReturnRule(r["file"], tuple(r["names"]), r["reason"],
+                                  int(r.get("slack", 0))) for r in d.get("returns", [])))
 
 
 @dataclass(frozen=True)
 class Breach:
-    kind: str                       # wrap | limit | missing
+    kind: str                       # wrap | limit | leak | missing
     file: str
     name: str
     detail: str
@@ -126,6 +144,29 @@ def over_limit(rule: LimitRule, after: dict[str, Kstat]) -> list[Breach]:
                        f"{rule.file} {rule.name} = {value} > {rule.max} = {cap}"
                        + (f" x {rule.slack}" if rule.slack != 1.0 else ""))]
     return []
+
+
+def not_returned(rule: ReturnRule, baseline: dict[str, Kstat],
+                 now: dict[str, Kstat]) -> list[Breach]:
+    """Gauges of ``rule`` still above their baseline with every pool exported."""
+    base, cur = baseline.get(rule.file), now.get(rule.file)
+    out = []
+    for name in rule.names:
+        if base is None or cur is None or name not in base or name not in cur:
+            out.append(Breach("missing", rule.file, name,
+                              f"{rule.file} {name}: not in this build's kstats, not checked"))
+            continue
+        was, is_ = base[name][1], cur[name][1]
+        if is_ > was + rule.slack:
+            out.append(Breach("leak", rule.file, name,
+                              f"{rule.file} {name} = {is_} with every pool exported, "
+                              f"{was} before the guest's first pool (+{is_ - was}"
+                              + (f", slack {rule.slack}" if rule.slack else "") + ")"))
+    return out
+
+
+def leaks(rules: Rules, baseline: dict[str, Kstat], now: dict[str, Kstat]) -> list[Breach]:
+    return [b for r in rules.returns for b in not_returned(r, baseline, now)]
 
 
 def check(rules: Rules, before: dict[str, Kstat], after: dict[str, Kstat]) -> list[Breach]:

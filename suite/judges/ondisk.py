@@ -4,7 +4,9 @@ A scrub must find nothing, and ``zdb`` block accounting of the exported pool
 must balance: ``zdb -bcc`` walks every block pointer, verifies every checksum
 and compares what it reached with what the space maps say is allocated. A
 leaked block (allocated, unreachable) or one allocated twice shows there even
-when every read of the case came back right. Costly (a scrub and a full walk,
+when every read of the case came back right. While the pool is exported, the
+gauges that must come back with no pool imported are compared with the guest's
+load-time baseline (``[[returns]]`` of ``vmimages/kstat-rules.toml``). Costly (a scrub and a full walk,
 minutes under TCG), so the gate and the nightly lane turn it on.
 """
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from suite.judges import pools
+from suite.judges import kstats, pools
 from suite.judges.judge import Finding
+from suite.judges.snapshot import Snapshot, kstat_script
 
 LEAK = re.compile(r"leaked space|block traversal size \d+ != alloc \d+|"
                   r"(?:leaked|unreachable) \d+|space map refcount mismatch|"
@@ -51,20 +54,50 @@ def zdb_findings(pool: str, rc: int, output: str) -> list[Finding]:
                     + "; ".join(lines[:4] or tail))]
 
 
-def check(zfs, pool: str, timeout: float) -> OnDisk:
-    """Scrub ``pool``, export it, ``zdb -e -bcc`` it, import it again."""
+def leak_findings(zfs, rules: kstats.Rules | None, baseline: dict[str, kstats.Kstat] | None,
+                  notes: list[str]) -> list[Finding]:
+    """With every pool exported, the ``[[returns]]`` gauges against the guest's
+    load-time baseline (``kstat:leak``)."""
+    if rules is None or not rules.returns:
+        return []
+    if baseline is None:
+        notes.append("gauges after export: no load-time baseline in this guest, not checked")
+        return []
+    others = zfs.pools()
+    if others:
+        notes.append(f"gauges after export: other pools imported ({', '.join(others)}), "
+                     "not checked")
+        return []
+    r = zfs.guest.run(kstat_script(rules.return_files()), timeout=30, check=False)
+    now = Snapshot.parse(r.stdout).kstats
+    found, missing = [], []
+    for b in kstats.leaks(rules, baseline, now):
+        if b.kind == "missing":
+            missing.append(b.detail)
+        else:
+            found.append(Finding("kstat:leak", b.detail))
+    notes.append(f"gauges after export: {sum(len(x.names) for x in rules.returns)} checked "
+                 "against the load-time baseline" + "".join(f"; {m}" for m in missing))
+    return found
+
+
+def check(zfs, pool: str, timeout: float, rules: kstats.Rules | None = None,
+          baseline: dict[str, kstats.Kstat] | None = None) -> OnDisk:
+    """Scrub ``pool``, export it, check the gauges that must come back (when no other
+    pool is imported), ``zdb -e -bcc`` it, import it again."""
     import time
     t = time.monotonic()
     notes: list[str] = []
     zfs.zpool("scrub", "-w", pool, timeout=timeout)
     found = scrub_findings(pool, zfs.zpool("status", "-pvP", pool, check=False).stdout)
-    if "zdb" not in zfs.record.commands:
-        notes.append("zdb block accounting: the build has no zdb, not checked")
-        return OnDisk(found, notes, time.monotonic() - t)
     zfs.zpool("export", pool, timeout=timeout)
     try:
-        r = zfs.run("zdb", "-e", "-p", "/dev", "-bcc", pool, timeout=timeout, check=False)
-        found += zdb_findings(pool, r.rc, r.stdout + r.stderr)
+        found += leak_findings(zfs, rules, baseline, notes)
+        if "zdb" not in zfs.record.commands:
+            notes.append("zdb block accounting: the build has no zdb, not checked")
+        else:
+            r = zfs.run("zdb", "-e", "-p", "/dev", "-bcc", pool, timeout=timeout, check=False)
+            found += zdb_findings(pool, r.rc, r.stdout + r.stderr)
     finally:
         zfs.zpool("import", "-d", "/dev", pool, timeout=timeout)
     return OnDisk(found, notes, time.monotonic() - t)

@@ -20,6 +20,11 @@ def _kstat_lines(files: tuple[str, ...]) -> list[str]:
             f"echo \"{SECTION}kstat ${{f#{KSTAT_ROOT}/}}\"; cat \"$f\"; done"]
 
 
+def kstat_script(files: tuple[str, ...]) -> str:
+    """Just the kstat sections (a baseline, or a sample with every pool exported)."""
+    return "\n".join(_kstat_lines(files))
+
+
 def before_script(zpool: str, files: tuple[str, ...]) -> str:
     return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
                       *_kstat_lines(files),

@@ -273,8 +273,10 @@ def _thorough(item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:
     """--thorough: scrub, then zdb block accounting of the exported pool; findings
     join the after-case judges' (``suite/judges/ondisk.py``)."""
     from suite.judges import ondisk
+    from suite.judges.kstats import load_rules
     scale = item.config.stash.get(DEADLINE_SCALE, 1.0)
-    res = ondisk.check(zfs_guest, g.pool_spec.name, timeout=300 * scale)
+    res = ondisk.check(zfs_guest, g.pool_spec.name, timeout=300 * scale,
+                       rules=load_rules(), baseline=g.baseline)
     g.ondisk += res.findings
     (case_dir / "ondisk.txt").write_text(
         f"scrub + zdb -bcc in {res.seconds:.1f}s\n" + "".join(f"{n}\n" for n in res.notes) +
