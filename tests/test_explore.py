@@ -21,9 +21,9 @@ import pytest
 from suite.explore import lane
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text
-from suite.explore.ops import IO_OPS, OP_KINDS, WRITES, Op, Sequence
-from suite.explore.session import (Budget, LocalRunner, Settings, budget_arg, explore,
-                                   parse_budget)
+from suite.explore.ops import BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, WRITES, Op, Sequence
+from suite.explore.session import (Budget, Explorer, LocalRunner, Settings, budget_arg,
+                                   explore, parse_budget)
 from suite.explore.shrink import shrink, simpler
 from suite.ioengine import explore_ops
 from suite.report.symptoms import CaseVerdict, Symptom
@@ -67,9 +67,10 @@ def test_generated_sequences_stay_in_bounds_and_mix_shapes():
     direct = [o for o in ops if o.op in IO_OPS and o.direct]
     aligned = [o for o in direct if o.aligned]
     assert 0.4 < len(aligned) / len(direct) < 0.95        # both, on purpose
-    assert {o.buf for o in ops if o.op in IO_OPS} == {"heap", "anon", "anon_offset",
-                                                        "shared_file", "hugepage"}
-    assert {o.iface for o in ops if o.op in IO_OPS} == {"sync", "libaio", "io_uring"}
+    assert {o.buf for o in ops if o.op in IO_OPS} == set(BUF_SOURCES)
+    assert {o.iface for o in ops if o.op in IO_OPS} == set(IFACES)
+    racing = [o for o in ops if o.op in IO_OPS and o.buf == "racing"]
+    assert 0.03 < len(racing) / len([o for o in ops if o.op in IO_OPS]) < 0.15   # a few
     assert any(o.op in ("pread", "preadv") and o.len % 4096 for o in ops)   # odd tails
     # a parameter the build lacks is never varied; the ones it has are
     assert all(set(s.params) == {"zfs_async_dio_enabled"} for s in seqs)
@@ -326,8 +327,8 @@ def test_a_blockdev_sequence_runs_over_its_window(ddir: Path):
 
 def _every_io_op() -> list[dict]:
     out, data = [], 0
-    for buf in ("heap", "anon", "anon_offset", "shared_file", "hugepage"):
-        for iface in ("sync", "libaio", "io_uring"):
+    for buf in BUF_SOURCES:
+        for iface in IFACES:
             for direct in (True, False):
                 data += 1
                 off = 4096 * (data % 20)
@@ -357,9 +358,8 @@ def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
     out = _ops(lines)
     assert rc == 0 and lines[-1]["ok"], [o for o in out if not o["ok"]]
     assert {o["op"] for o in out} == set(OP_KINDS)
-    assert {o["buf"] for o in out if "buf" in o} <= {"heap", "anon", "anon_offset",
-                                                     "shared_file", "hugepage"}
-    assert {o["buf"] for o in out if "buf" in o} >= {"heap", "anon", "anon_offset", "shared_file"}
+    assert {o["buf"] for o in out if "buf" in o} <= set(BUF_SOURCES)
+    assert {o["buf"] for o in out if "buf" in o} >= set(BUF_SOURCES) - {"hugepage"}
     assert out[-7]["outcome"] == "skipped"                    # an mmap read past EOF
     assert lines[-1]["size"] == 12000
     fallocs = [o for o in out if o["op"] in ("punch_hole", "zero_range")]
@@ -428,6 +428,141 @@ def test_verify_tells_paths_that_disagree_from_bytes_all_wrong(monkeypatch, tmp_
         assert explore_ops.op_verify(ctx, explore_ops.Step("verify")).kind == "size"
     finally:
         t.close()
+
+
+# ---------------------------------------------------------------------------
+# a buffer changed in flight (buf: "racing")
+# ---------------------------------------------------------------------------
+
+def test_racing_writes_land_one_pattern_or_the_other_and_become_the_model(ddir: Path):
+    ops = []
+    for d, (iface, direct) in enumerate([(i, dr) for i in IFACES for dr in (True, False)]):
+        op = "pwritev" if d % 2 else "pwrite"
+        ops += [{"op": op, "iface": iface, "direct": direct, "off": 16384 * d, "len": 65536,
+                 "buf": "racing", "data": d + 1, **({"segs": 3} if op == "pwritev" else {})},
+                {"op": "pread", "iface": iface, "direct": direct, "off": 8192 * d, "len": 32768,
+                 "buf": "racing"}]
+    ops += [{"op": "pwrite", "iface": "sync", "direct": False, "off": 500000, "len": 5000,
+             "buf": "racing", "data": 99},                 # extends the file, misaligned
+            {"op": "pread", "iface": "sync", "direct": True, "off": 0, "len": 65536,
+             "buf": "anon"}, {"op": "verify"}]
+    rc, lines = run_engine(ddir, {"seed": 6, "init_size": 40000, "file_size_max": MIB,
+                                  "ops": ops}, "racing")
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"], [o for o in out if not o["ok"]]
+    writes = [o for o in out if o["op"] in WRITES]
+    reads = [o for o in out if o["op"] == "pread" and o["buf"] == "racing"]
+    assert all(o["outcome"] == "ok" and o["flips"] >= 1 for o in writes + reads)
+    assert all(o["leaves"] == ["dio_verify_wr"] for o in writes)
+    assert all(o["leaves"] == ["dio_verify_rd"] and o["res"] == 32768 for o in reads)
+    for o, n in zip(writes, [65536] * (len(writes) - 1) + [5000]):   # every piece counted
+        assert sum(o["landed"].values()) == -(-n // 4096), o
+    assert lines[-1]["size"] == 505000 and out[-1]["paths"]["buffered"] == "equal"
+    assert "leaves" not in out[-2]                             # a plain buffer leaves nothing
+
+
+def test_landed_allows_any_byte_of_either_content_and_old_only_when_refused():
+    from suite.ioengine.explore_race import landed
+    a, b, old = bytes([1]) * 8192, bytes([2]) * 8192, bytes([3]) * 8192
+    mixed = a[:4096] + b[:100] + a[:3996]
+    land = landed(mixed, {"first": a, "second": b}, 1000)
+    assert land.first_wrong_byte is None and land.pieces == {"first": 1, "second": 0, "mixed": 1}
+    assert landed(b, {"first": a, "second": b}, 0).pieces["second"] == 2
+    stale = a[:5000] + old[:3192]
+    assert landed(stale, {"first": a, "second": b}, 1000).first_wrong_byte == 6000
+    land = landed(stale, {"first": a, "second": b, "old": old}, 1000)
+    assert land.first_wrong_byte is None and land.pieces["mixed"] == 1
+    assert landed(a[:10] + b"\x09" + a[:5], {"first": a, "second": b}, 0).first_wrong_byte == 10
+
+
+def _racing_ctx(tmp_path: Path, content: bytes):
+    from suite.ioengine.explore_io import Target
+    t = Target(str(tmp_path / "r.bin"), str(tmp_path / "r"), False, 5.0)
+    os.write(t.fd, content)
+    return explore_ops.Ctx(t, explore_ops.Model(content), 8, b"")
+
+
+def test_a_racing_write_is_judged_by_what_every_path_reads_back(monkeypatch, tmp_path: Path):
+    step = explore_ops.Step("pwrite", off=4096, len=8192, buf="racing", data=2)
+    old = bytes(range(256)) * 64                                   # 16 KiB
+    ctx = _racing_ctx(tmp_path, old)
+    try:
+        first, second = ctx.data(2, 4096, 8192), ctx.race_data(2, 4096, 8192)
+        file = old[:4096] + first[:5000] + second[5000:] + old[12288:]
+        monkeypatch.setattr(explore_ops, "_read_paths", lambda c, n: {
+            "O_DIRECT": file, "buffered": file, "mmap": file})
+        o = explore_ops.settle_racing_write(ctx, step, refused=False)
+        assert o.outcome == "ok" and o.extra["landed"] == {"first": 1, "second": 0, "mixed": 1}
+        assert ctx.model.read(0, len(file)) == file                # adopted
+        # refused (EIO): a piece may keep its old bytes; returned in full: never
+        file = old[:4096] + first[:4096] + old[8192:]
+        ctx.model = explore_ops.Model(old)
+        assert explore_ops.settle_racing_write(ctx, step, refused=False).kind == "wrong-bytes"
+        o = explore_ops.settle_racing_write(ctx, step, refused=True)
+        assert (o.outcome, o.errname, o.extra["landed"]["old"]) == ("refused", "EIO", 1)
+        # a byte outside the range changed; the paths disagree
+        ctx.model = explore_ops.Model(old)
+        file = old[:100] + b"\xff" + old[101:4096] + first + old[12288:]
+        bad = explore_ops.settle_racing_write(ctx, step, refused=False)
+        assert (bad.kind, bad.first_wrong_byte) == ("wrong-bytes", 100)
+        good = old[:4096] + first + old[12288:]
+        monkeypatch.setattr(explore_ops, "_read_paths", lambda c, n: {
+            "O_DIRECT": good, "buffered": good[:9000] + b"\0" + good[9001:], "mmap": good})
+        bad = explore_ops.settle_racing_write(ctx, step, refused=False)
+        assert (bad.kind, bad.first_wrong_byte) == ("paths-disagree", 9000)
+        assert "buffered" in bad.why and ctx.model.read(0, len(old)) == old   # not adopted
+    finally:
+        ctx.target.close()
+
+
+def test_eio_is_allowed_only_for_a_racing_write(monkeypatch, tmp_path: Path):
+    import errno
+    ctx = _racing_ctx(tmp_path, bytes(16384))
+    try:
+        monkeypatch.setattr(ctx.target, "issue", lambda *a: (-errno.EIO, errno.EIO, "syscall"))
+        monkeypatch.setattr(explore_ops, "settle_racing_write",
+                            lambda c, s, refused: explore_ops.Outcome("refused" if refused else "ok"))
+        racing = explore_ops.Step("pwrite", off=0, len=4096, buf="racing", data=1)
+        assert explore_ops.op_write(ctx, racing).outcome == "refused"
+        plain = dataclasses.replace(racing, buf="anon")
+        assert explore_ops.op_write(ctx, plain).kind == "error:EIO"
+        monkeypatch.setattr(ctx.target, "issue", lambda *a: (4000, 0, None))   # short: never
+        assert explore_ops.op_write(ctx, racing).kind == "short"
+        assert explore_ops.op_read(ctx, dataclasses.replace(racing, op="pread")).kind == "short"
+    finally:
+        ctx.target.close()
+
+
+def test_racing_ops_declare_what_they_may_leave_once_before_they_run(ddir: Path):
+    assert Op("pwritev", buf="racing").may_leave() == ("dio_verify_wr",)
+    assert Op("pread", buf="racing").may_leave() == ("dio_verify_rd",)
+    assert Op("pwrite", buf="anon").may_leave() == () == Op("verify").may_leave()
+    root = ddir / "declare"
+    declared: list[tuple[str, set]] = []
+    ex = Explorer(LocalRunner(), Settings(str(root), root / "engine", root / "explore"),
+                  Choices(), declare=lambda why, e: declared.append((why, e)), log=lambda _: None)
+    seq = Sequence(3, init_size=8192, ops=(
+        Op("pwrite", "io_uring", True, 0, 8192, buf="racing", data=1),
+        Op("pread", "sync", True, 0, 4096, buf="racing"), Op("verify")))
+    v = ex.replay(seq, "a")
+    assert v.state == "ok" and v.leaves == ["dio_verify_rd", "dio_verify_wr"]
+    assert declared == [("explore: a buffer changed in flight may fail Direct I/O checksum "
+                         "verification (seed 3 op 0: pwrite io_uring O_DIRECT off=0 len=8192 "
+                         "buf=racing)", {"dio_verify_rd", "dio_verify_wr"})]
+    ex.replay(seq, "b")
+    assert len(declared) == 1                                  # once per exploration
+    from suite.judges.expect import Leaves
+    from suite.explore.session import Conditions
+    zfs = type("Zfs", (), {"leaves": Leaves()})()
+    ex = Explorer(LocalRunner(), Settings(str(root), root / "engine", root / "explore"),
+                  Choices(), Conditions(zfs, None), log=lambda _: None)
+    ex.declare_leaves(seq)                                     # the case's Leaves, by default
+    assert zfs.leaves.ereports == {"dio_verify_rd", "dio_verify_wr"}
+
+
+def test_the_shrinker_takes_the_race_away_when_it_can():
+    op = Op("pwrite", "libaio", True, 0, 8192, buf="racing", data=1)
+    assert Op("pwrite", "libaio", True, 0, 8192, buf="anon", data=1) in simpler(op)
 
 
 def test_a_malformed_sequence_is_a_usage_error(ddir: Path):

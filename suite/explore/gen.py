@@ -4,8 +4,9 @@ Only ``random.Random(seed)`` decides (no ``hash()`` of a string, no set order).
 Shapes sit around the boundaries Direct I/O cares about: 4 KiB pages, the
 dataset's recordsize (and 128 KiB), EOF tails that are not page-aligned; a
 share of O_DIRECT requests is misaligned on purpose (offset, length, buffer or
-several). Each sequence also picks dataset properties and, among the module
-parameters the build has, their values.
+several). A small share of reads and writes use a racing buffer (another thread
+changes it while the request is in flight). Each sequence also picks dataset
+properties and, among the module parameters the build has, their values.
 """
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ class Choices:
     param_values: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(PARAM_CHOICES))
     direct_share: float = 0.6        # of reads and writes, O_DIRECT
     misaligned_share: float = 0.3    # of reads and writes, misaligned on purpose
+    # of reads and writes, a racing buffer: rare, since its bytes are not checked
+    # (a read) or become the model whatever they are (a write)
+    racing_share: float = 0.08
 
 
 def sequence_seed(master: int, k: int) -> int:
@@ -120,8 +124,10 @@ class _Gen:
         if "off" not in bad and self.limit - off < PAGE:
             off = max(0, (self.limit - PAGE) // PAGE * PAGE)
         n = self.length("len" not in bad, self.limit - off)
-        plain = tuple(b for b in ch.bufs if b != "anon_offset") or ch.bufs
+        plain = tuple(b for b in ch.bufs if b not in ("anon_offset", "racing")) or ch.bufs
         buf, buf_off = r.choice(plain), 0
+        if "racing" in ch.bufs and r.random() < ch.racing_share:
+            buf = "racing"
         if "buf" in bad:
             buf = "anon_offset" if "anon_offset" in ch.bufs and r.random() < 0.7 else buf
             buf_off = r.choice(BUF_OFFSETS)

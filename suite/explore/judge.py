@@ -23,6 +23,8 @@ class Verdict:
     ops_run: int = 0
     einval: list[int] = field(default_factory=list)      # misaligned O_DIRECT refused
     unsupported: list[str] = field(default_factory=list)  # "op 3 punch_hole: ..."
+    refused: list[int] = field(default_factory=list)     # declined as allowed: racing EIO
+    leaves: list[str] = field(default_factory=list)      # ereports its ops said they may leave
 
     @property
     def failed(self) -> bool:
@@ -62,7 +64,9 @@ def judge(lines: list[dict[str, Any]], n_ops: int, rc: int | None = None,
                 done.get("why") or "", done.get("first_wrong_byte"), len(ops),
                 [ln["i"] for ln in ops if ln.get("outcome") == "einval"],
                 [f"op {ln['i']} {ln['op']}: {ln.get('why')}" for ln in ops
-                 if ln.get("outcome") == "unsupported"])
+                 if ln.get("outcome") == "unsupported"],
+                [ln["i"] for ln in ops if ln.get("outcome") == "refused"],
+                sorted({e for ln in ops for e in ln.get("leaves") or ()}))
     if v.state == "ok" and len(ops) != n_ops:
         return Verdict("no-result", None, "no-result", f"the engine reported {len(ops)} of "
                        f"{n_ops} ops and called it done", ops_run=len(ops))
@@ -92,7 +96,8 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
     lines += ["", seq.render(mark=verdict.failed_at), "",
               "replay in a guest with the build loaded (the dataset set as above):",
               f"  python -m suite.ioengine explore-run {replay_file} --file /POOL/DATASET/x.bin"]
-    if verdict.einval or verdict.unsupported:
-        lines.append(f"allowed on the way: EINVAL at ops {verdict.einval}; unsupported: "
+    if verdict.einval or verdict.unsupported or verdict.refused:
+        lines.append(f"allowed on the way: EINVAL at ops {verdict.einval}; refused (racing "
+                     f"writes, EIO) at ops {verdict.refused}; unsupported: "
                      f"{verdict.unsupported or 'none'}")
     return "\n".join(lines) + "\n"

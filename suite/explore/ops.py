@@ -8,7 +8,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from suite.ioengine.explore_ops import Step
+# One list of interfaces and buffer sources: the guest's, which parses them.
+from suite.ioengine.explore_io import SOURCES as BUF_SOURCES
+from suite.ioengine.explore_ops import IFACES, Step
 
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
@@ -17,8 +19,7 @@ RANGE_OPS = ("mmap_read", "mmap_write", "punch_hole", "zero_range", "copy_range"
 SYNC_OPS = ("fsync", "fdatasync", "syncfs")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook).
 OP_KINDS = IO_OPS + RANGE_OPS + ("truncate",) + SYNC_OPS + ("evict", "verify")
-IFACES = ("sync", "libaio", "io_uring")
-BUF_SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage")
+# Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 
 # The fields each kind uses; the others stay at their defaults and out of the JSON.

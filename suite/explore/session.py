@@ -10,6 +10,11 @@ Every run goes through ``python -m suite.ioengine explore-run
 ``commands.log`` holds each of them and its reproducer (``repro/repro.sh``)
 replays them; the sequences themselves are kept as ``engine/<name>.seq.json``
 with the engine's output beside them (``<name>.results.jsonl``).
+
+Ops whose buffer races may leave ``dio_verify_wr``/``dio_verify_rd`` ereports
+with nothing wrong (``Step.may_leave``): before a sequence with such ops runs,
+they are declared for the case's after-case judges (``Conditions.declare``), so
+those judges still call a checksum error, a data error or anything else a finding.
 """
 from __future__ import annotations
 
@@ -194,15 +199,25 @@ class ExploreResult:
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
 
 
+Declare = Callable[[str, set[str]], None]
+
+
 class Explorer:
     """One exploration: its runner, where its files go, what it may pick, how a
-    sequence's conditions are put in place, and every run it made."""
+    sequence's conditions are put in place, where what its ops may leave is
+    declared (``declare(why, ereports)``; under :class:`Conditions`, the case's),
+    and every run it made."""
 
     def __init__(self, runner: SequenceRunner, settings: Settings, choices: Choices,
                  configure: Callable[[Sequence], None] = lambda seq: None,
-                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print):
+                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print,
+                 declare: Declare | None = None):
         self.runner, self.s, self.choices = runner, settings, choices
         self.configure, self.clock, self.log = configure, clock, log
+        if declare is None and isinstance(configure, Conditions):
+            declare = configure.declare
+        self.declare = declare
+        self.declared: set[str] = set()
         if settings.target != "file":
             raise ValueError(f"the session explores files (a fresh one per run), not "
                              f"{settings.target!r}: run a blockdev sequence with "
@@ -219,11 +234,28 @@ class Explorer:
         seq_file = self.s.seq_dir / f"{name}.seq.json"
         seq_file.write_text(seq.to_json())
         self.configure(seq)
+        self.declare_leaves(seq)
         out = self.runner.run_sequence(seq_file, f"{self.s.workdir}/{name}.bin",
                                        self.s.seq_timeout_s)
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
         self.last[seq.key()] = v
         return v
+
+    def declare_leaves(self, seq: Sequence) -> None:
+        """Declare, before it runs, the ereports ``seq``'s ops may leave with
+        nothing wrong (each once): a run that dies mid-op is covered too."""
+        where: dict[str, int] = {}          # each ereport: the first op that may leave it
+        for i, o in enumerate(seq.ops):
+            for e in o.may_leave():
+                where.setdefault(e, i)
+        new = sorted(set(where) - self.declared)
+        if not new or self.declare is None:
+            return
+        first = min(where[e] for e in new)
+        self.declare(f"explore: a buffer changed in flight may fail Direct I/O checksum "
+                     f"verification (seed {seq.seed} op {first}: {seq.ops[first].render()})",
+                     set(new))
+        self.declared.update(new)
 
     def investigate(self, k: int, seq: Sequence, v: Verdict) -> Finding:
         """Shrink a failing sequence (same kind of failure only), save and confirm it."""
@@ -266,6 +298,7 @@ class Explorer:
             result.runs.append({"k": k, "seed": seq.seed, "state": v.state, "kind": v.kind,
                                 "failed_at": v.failed_at, "ops": len(seq.ops),
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
+                                "refused": len(v.refused), "leaves": v.leaves,
                                 "seconds": round(self.clock() - t, 2)})
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
@@ -289,10 +322,10 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
             choices: Choices | None = None,
             configure: Callable[[Sequence], None] = lambda seq: None,
             clock: Callable[[], float] = time.monotonic,
-            log: Callable[[str], None] = print) -> ExploreResult:
+            log: Callable[[str], None] = print, declare: Declare | None = None) -> ExploreResult:
     """Explore until the budget is spent or a finding is made (and shrunk)."""
-    return Explorer(runner, settings, choices or Choices(), configure, clock, log).run(
-        master_seed, budget)
+    return Explorer(runner, settings, choices or Choices(), configure, clock, log,
+                    declare).run(master_seed, budget)
 
 
 class Conditions:
@@ -313,6 +346,10 @@ class Conditions:
             if self.params.get(k) != v:
                 self.zfs.set_param(k, v)
                 self.params[k] = v
+
+    def declare(self, why: str, ereports: set[str]) -> None:
+        """What the sequences' ops may leave, for the case's after-case judges."""
+        self.zfs.leaves.add(why, ereports=ereports)
 
 
 def dataset_props(zfs_guest: Any, name: str) -> set[str]:

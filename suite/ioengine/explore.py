@@ -107,7 +107,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     ctx = Ctx(target, Model(init), seed, source)
     t0 = time.monotonic()
     failed: tuple[int, Outcome] | None = None
-    seen: dict[str, list[int]] = {"einval": [], "unsupported": [], "skipped": []}
+    seen: dict[str, list[int]] = {"einval": [], "unsupported": [], "refused": [], "skipped": []}
     try:
         for i, step in enumerate(steps):
             emit({"event": "begin", "i": i, "op": step.op})

@@ -10,7 +10,9 @@ Buffer sources (``buf`` of an op):
   ``buf_off`` bytes into its first page, so it straddles a page boundary;
 * ``shared_file``: a ``MAP_SHARED`` mapping of a scratch file beside the target;
 * ``hugepage``: an anonymous mmap with ``madvise(MADV_HUGEPAGE)``, the buffer
-  2 MiB-aligned; where that is refused it is ``anon`` and says so (``used``).
+  2 MiB-aligned; where that is refused it is ``anon`` and says so (``used``);
+* ``racing``: anonymous memory like ``anon``, which another thread keeps
+  changing while the request is in flight (:mod:`.explore_race`).
 
 ``buf_off`` moves any buffer that many bytes off its alignment. Reads fill the
 buffer's surroundings with the canary first (except ``anon``: untouched is the
@@ -30,7 +32,7 @@ from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentB
                      make_queue, round_up, sys_)
 
 HUGE = 2 << 20
-SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage")
+SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing")
 _ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 _RW = mmap.PROT_READ | mmap.PROT_WRITE
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
@@ -119,9 +121,16 @@ def _hugepage(n: int, buf_off: int, shm_path: str) -> Region:
     return Region(m, round_up(addr, HUGE) - addr + buf_off, n, used, [anchor], [m.close])
 
 
+def _racing(n: int, buf_off: int, shm_path: str) -> Region:
+    """Plain anonymous memory: what races is the op's :class:`~.explore_race.Racer`."""
+    region = _anon(n, buf_off, shm_path)
+    region.used = "racing"
+    return region
+
+
 ALLOCATORS: dict[str, Callable[[int, int, str], Region]] = {
     "heap": _heap, "anon": _anon, "anon_offset": _anon_offset,
-    "shared_file": _shared_file, "hugepage": _hugepage}
+    "shared_file": _shared_file, "hugepage": _hugepage, "racing": _racing}
 
 
 def split_lengths(n: int, segs: int) -> list[int]:

@@ -4,23 +4,31 @@ kind (registered in :data:`OPS`), and the rule each outcome is judged by.
 Every op leaves an :class:`Outcome`: ``ok`` (done, and what it read equals the
 model), ``einval`` (a misaligned O_DIRECT request refused with EINVAL: allowed),
 ``unsupported`` (the filesystem or kernel lacks it: EOPNOTSUPP and kin; O_DIRECT
-refused at open), ``skipped`` (nothing to do: an mmap past EOF) or ``failed``
-with a ``kind``: ``wrong-bytes``, ``short`` (a count short of EOF), ``overrun``
-(the kernel wrote past the buffer), ``size`` (st_size is not the model's),
-``paths-disagree`` (O_DIRECT, buffered and mmap reads differ), ``hang`` (an
-async request never completed) or ``error:<ERRNO>``.
+refused at open), ``refused`` (declined in a way the op allows: a write from a
+racing buffer failing Direct I/O write verification with EIO), ``skipped``
+(nothing to do: an mmap past EOF) or ``failed`` with a ``kind``:
+``wrong-bytes``, ``short`` (a count short of EOF), ``overrun`` (the kernel wrote
+past the buffer), ``size`` (st_size is not the model's), ``paths-disagree``
+(O_DIRECT, buffered and mmap reads differ), ``hang`` (an async request never
+completed) or ``error:<ERRNO>``.
+
+An op whose buffer races (``buf: "racing"``) says in its line which ereports it
+may leave (``leaves``), so the host declares them for the case's after-case
+judges (``suite/judges/expect.py``): nothing else, and never a checksum error.
 """
 from __future__ import annotations
 
+import contextlib
 import errno as errno_mod
 import mmap
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from .content import compare, pattern
 from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                          SOURCES, UNSUPPORTED, IoBuffer, Target, fallocate, syncfs)
+from .explore_race import RACING_LEAVES, Racer, landed
 from .plan import DIO_ALIGN, PAGE, errno_name
 
 IFACES = ("sync", "libaio", "io_uring")
@@ -58,6 +66,16 @@ class Step:
             raise ValueError(f"op {s.op!r}: negative field in {d}")
         return s
 
+    def may_leave(self) -> tuple[str, ...]:
+        """The ereports this op may leave with nothing wrong: those of a buffer
+        changed in flight (one definition for the engine's line and the host's
+        declaration)."""
+        if self.buf != "racing":
+            return ()
+        if self.op in ("pwrite", "pwritev"):
+            return RACING_LEAVES["write"]
+        return RACING_LEAVES["read"] if self.op in ("pread", "preadv") else ()
+
 
 class Model:
     """What the target must hold: its bytes (holes are zeros) and so its size."""
@@ -91,7 +109,7 @@ class Model:
 
 @dataclass
 class Outcome:
-    outcome: str = "ok"             # ok | einval | unsupported | skipped | failed
+    outcome: str = "ok"             # ok | einval | unsupported | refused | skipped | failed
     kind: str | None = None         # for failed: wrong-bytes, short, error:EIO, ...
     why: str | None = None
     res: int | None = None
@@ -124,6 +142,10 @@ class Ctx:
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""
         return pattern(f"{self.seed}:w{token}", offset, length)
+
+    def race_data(self, token: int, offset: int, length: int) -> bytes:
+        """The other content a racing buffer of data token ``token`` flips to."""
+        return pattern(f"{self.seed}:r{token}", offset, length)
 
 
 def check_bytes(got: bytes, model: Model, offset: int, where: str) -> Outcome | None:
@@ -160,14 +182,34 @@ def _segs(s: Step) -> int:
     return max(1, s.segs) if s.op in ("preadv", "pwritev") else 1
 
 
+def _racer(ctx: Ctx, s: Step, buf: IoBuffer) -> ContextManager[Racer | None]:
+    """The thread changing a racing buffer while the request is in flight
+    (flipping between the op's data and its second pattern); none for the others."""
+    if s.buf != "racing":
+        return contextlib.nullcontext()
+    return Racer(buf.region.addr, ctx.data(s.data, s.off, s.len),
+                 ctx.race_data(s.data, s.off, s.len))
+
+
+def _buffer_note(s: Step, buf: IoBuffer, racer: Racer | None) -> dict[str, Any]:
+    """What the op's line says about its buffer (a racing one: its flips, and
+    the ereports it may leave)."""
+    note: dict[str, Any] = {"buf": buf.used, "aligned": buf.aligned(s.off)}
+    if racer is not None:
+        note.update(flips=racer.flips, leaves=list(s.may_leave()))
+    return note
+
+
 def op_read(ctx: Ctx, s: Step) -> Outcome:
     if (o := _direct_fd_missing(ctx, s)) is not None:
         return o
     buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=True)
     try:
-        res, err, stage = ctx.target.issue(False, s.iface, s.direct, s.off, buf, s.op == "preadv")
+        with _racer(ctx, s, buf) as racer:
+            res, err, stage = ctx.target.issue(False, s.iface, s.direct, s.off, buf,
+                                               s.op == "preadv")
         o = _judge_read(ctx, s, buf, res, err, stage)
-        o.extra.update(buf=buf.used, aligned=buf.aligned(s.off))
+        o.extra.update(_buffer_note(s, buf, racer))
         return o
     finally:
         if not ctx.target.hung:
@@ -188,7 +230,9 @@ def _judge_read(ctx: Ctx, s: Step, buf: IoBuffer, res: int | None, err: int,
     if res > want:
         return failed("wrong-bytes", f"read {res} bytes, {res - want} past EOF at {size}",
                       res=res, first_wrong_byte=s.off + want)
-    bad = check_bytes(buf.gather(res), ctx.model, s.off, "read")
+    # A racing buffer's bytes are whatever the racer left last: only the count,
+    # the canary around it and, later, the file's bytes are checked.
+    bad = None if s.buf == "racing" else check_bytes(buf.gather(res), ctx.model, s.off, "read")
     if bad is None and (n := buf.overrun_bytes()):
         bad = failed("overrun", f"{n} bytes around the buffer were written")
     if bad is not None:
@@ -204,22 +248,104 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
     buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=False)
     try:
         buf.fill(data)
-        res, err, stage = ctx.target.issue(True, s.iface, s.direct, s.off, buf, s.op == "pwritev")
-        extra = {"buf": buf.used, "aligned": buf.aligned(s.off)}
-        if stage == "timeout":
-            return failed("hang", f"no completion within {ctx.target.timeout_s}s", extra=extra)
-        if err:
-            o = _refused(err, stage, s, buf) or error(err, stage or "write", res)
-        elif res != s.len:
-            o = failed("short", f"wrote {res} of {s.len} bytes", res=res)
-        else:
-            ctx.model.write(s.off, data)
-            o = Outcome(res=res)
-        o.extra.update(extra)
+        with _racer(ctx, s, buf) as racer:
+            res, err, stage = ctx.target.issue(True, s.iface, s.direct, s.off, buf,
+                                               s.op == "pwritev")
+        o = _judge_write(ctx, s, buf, data, res, err, stage)
+        o.extra.update(_buffer_note(s, buf, racer))
         return o
     finally:
         if not ctx.target.hung:
             buf.close()
+
+
+def _judge_write(ctx: Ctx, s: Step, buf: IoBuffer, data: bytes, res: int | None, err: int,
+                 stage: str | None) -> Outcome:
+    """A write's result, and the model after it: its data when it returned its
+    length; from a racing buffer, whatever every read path agrees landed (also
+    after EIO, which only a racing write may get: write verify refused it)."""
+    if stage == "timeout":
+        return failed("hang", f"no completion within {ctx.target.timeout_s}s")
+    racing = s.buf == "racing"
+    if err == errno_mod.EIO and racing and stage in ("syscall", "complete"):
+        return settle_racing_write(ctx, s, refused=True)
+    if err:
+        return _refused(err, stage, s, buf) or error(err, stage or "write", res)
+    if res != s.len:
+        return failed("short", f"wrote {res} of {s.len} bytes", res=res)
+    if racing:
+        return settle_racing_write(ctx, s, refused=False)
+    ctx.model.write(s.off, data)
+    return Outcome(res=res)
+
+
+def _racing_size(ctx: Ctx, s: Step, refused: bool) -> int | Outcome:
+    """The target's size after a racing write: grown to its end when the write
+    returned its length; when refused (EIO), anywhere from the old size to there
+    (the records before the refused one may have landed)."""
+    old = ctx.model.size
+    if ctx.target.blockdev:
+        return old
+    size, grown = os.fstat(ctx.target.fd).st_size, max(old, s.off + s.len)
+    if size == grown or (refused and old <= size <= grown):
+        return size
+    want = f"{grown}" if not refused else f"{old}..{grown}"
+    return failed("size", f"after a racing write: st_size {size}, expected {want}")
+
+
+def _read_back(ctx: Ctx, size: int, where: str) -> bytes | Outcome:
+    """The target's first ``size`` bytes, read through O_DIRECT, buffered and
+    mmap, which must agree with each other (what they should hold is not known)."""
+    paths = _read_paths(ctx, size)
+    for name, got in paths.items():
+        if isinstance(got, OSError):
+            return error(got.errno or 0, f"{where}: {name} read")
+    (ref_name, ref), *others = paths.items()
+    notes = {name: _path_note(got, ref) for name, got in others if got != ref}
+    if not notes:
+        return bytes(ref)
+    why = "; ".join(f"{name}: {note} against {ref_name}" for name, (_, note) in notes.items())
+    return failed("paths-disagree", f"{where}: {why}",
+                  first_wrong_byte=min(first for first, _ in notes.values()))
+
+
+def settle_racing_write(ctx: Ctx, s: Step, refused: bool) -> Outcome:
+    """After a write from a racing buffer the model cannot know which bytes
+    landed: read the target back through every path (they must agree); outside
+    the range it must hold the model's bytes, inside each byte must be the op's
+    data, its second pattern or, when the write was refused with EIO (write
+    verify failed and that record was not written), the old byte. What was read
+    becomes the model."""
+    size = _racing_size(ctx, s, refused)
+    if isinstance(size, Outcome):
+        return size
+    got = _read_back(ctx, size, "after a racing write")
+    if isinstance(got, Outcome):
+        return got
+    end = max(s.off, min(s.off + s.len, size))
+    old = Model(bytes(ctx.model.data))
+    old.resize(size)
+    allowed = {"first": ctx.data(s.data, s.off, end - s.off),
+               "second": ctx.race_data(s.data, s.off, end - s.off)}
+    if refused:
+        allowed["old"] = old.read(s.off, end - s.off)
+    land = landed(got[s.off:end], allowed, s.off)
+    outside = Model(bytes(old.data))
+    outside.write(s.off, got[s.off:end])
+    bad = check_bytes(got, outside, 0, "outside a racing write's range")
+    if bad is None and land.first_wrong_byte is not None:
+        b = land.first_wrong_byte
+        each = ", ".join(f"{k} {c[b - s.off]:#04x}" for k, c in allowed.items())
+        bad = failed("wrong-bytes", f"racing write: the byte at {b} is {got[b]:#04x}, none of "
+                     f"the contents it may hold ({each})", first_wrong_byte=b)
+    if bad is not None:
+        bad.extra["landed"] = land.pieces
+        return bad
+    ctx.model = Model(got)
+    if refused:
+        return Outcome("refused", why="EIO: Direct I/O write verify refused it (allowed)",
+                       res=-errno_mod.EIO, errname="EIO", extra={"landed": land.pieces})
+    return Outcome(res=s.len, extra={"landed": land.pieces})
 
 
 def _size_mismatch(ctx: Ctx, where: str) -> Outcome | None:
