@@ -18,6 +18,18 @@ def collect(run_dir: Path) -> list[dict[str, float]]:
     return out
 
 
+def totals(rows: list[dict[str, float]]) -> list[tuple[str, int, float, float, float]]:
+    """(phase, cases that had it, mean s, total s, % of all) for each phase, in order."""
+    total = sum(v for r in rows for k, v in r.items() if k in ORDER)
+    out = []
+    for k in ORDER:
+        vals = [r[k] for r in rows if k in r]
+        if vals:
+            s = sum(vals)
+            out.append((k, len(vals), s / len(vals), s, 100 * s / total if total else 0.0))
+    return out
+
+
 def summarize(rows: list[dict[str, float]]) -> str:
     """One line per phase: how many cases had it, total and mean seconds, share."""
     if not rows:
@@ -25,10 +37,6 @@ def summarize(rows: list[dict[str, float]]) -> str:
     total = sum(v for r in rows for k, v in r.items() if k in ORDER)
     lines = [f"{len(rows)} cases, {total:.0f} s in guests' phases"
              f" ({total / len(rows):.1f} s a case)"]
-    for k in ORDER:
-        vals = [r[k] for r in rows if k in r]
-        if vals:
-            s = sum(vals)
-            lines.append(f"  {k:9s} {len(vals):4d} x {s / len(vals):6.1f} s = {s:7.0f} s"
-                         f"  {100 * s / total if total else 0:4.0f}%")
+    lines += [f"  {k:9s} {n:4d} x {mean:6.1f} s = {s:7.0f} s  {share:4.0f}%"
+              for k, n, mean, s, share in totals(rows)]
     return "\n".join(lines)
