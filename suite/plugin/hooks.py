@@ -54,6 +54,7 @@ MARKERS = [
 CASE_MARK = "ozfs_case"          # set on items that use the build under test
 DEFAULT_CASE_DEADLINE = float(os.environ.get("OZFS_VMCI_CASE_DEADLINE", "300"))
 DEADLINE_SCALE = pytest.StashKey[float]()
+INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # set by suite/report/sessions.py run_cases
 
 
 
@@ -392,7 +393,45 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(spent)
         (run_dir / "phases.txt").write_text(spent + "\n")
     terminalreporter.write_line(f"ozfs-vmci results: {run_dir}")
-    if os.environ.get("GITHUB_STEP_SUMMARY") and tables:
-        md = [p.with_suffix(".md").read_text() for p in tables if p.with_suffix(".md").exists()]
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
-            f.write("\n\n".join(md) + "\n")
+    _write_report(config, terminalreporter, run_dir)
+
+
+def _selection(config: pytest.Config, terminalreporter) -> str:
+    """What this run selected, for its report (``selection.json``)."""
+    from suite.report.page.kinds import selection_record
+    tier = config.pluginmanager.get_plugin("ozfs-vmci-tier")
+    resolved = getattr(tier, "resolved", None)
+    opt = config.getoption
+    build = [*(f"--series {s}" for s in opt("series") or []),
+             *(f"--{k.replace('_', '-')} {opt(k)}" for k in ("zfs_ref", "zfs_source", "kernel")
+               if opt(k))]
+    started = getattr(terminalreporter, "_sessionstarttime", None)
+    return selection_record(
+        collected=getattr(terminalreporter, "_numcollected", None),
+        deselected=len(terminalreporter.stats.get("deselected", [])),
+        k=opt("keyword"), m=opt("markexpr"), shard=opt("shard"), accel=opt("accel"),
+        tier=f"{resolved[0]}: {resolved[1]}" if resolved else opt("tier"),
+        trials=opt("trials") or f"default ({_default_trials()})", build=" ".join(build),
+        seconds=round(time.time() - started, 1) if started else None)
+
+
+def _write_report(config: pytest.Config, terminalreporter, run_dir: Path) -> None:
+    """report.html and summary.md in the run's folder (``suite/report/page``), the same
+    page ``python -m suite report`` renders; the summary also goes to the step summary
+    of a CI job, unless this is an inner session of a gate or ``suite bugs`` (their
+    own report says it). A report that cannot be written never fails the run."""
+    from suite.report import page
+    try:
+        (run_dir / "selection.json").write_text(_selection(config, terminalreporter))
+        xml = getattr(config.option, "xmlpath", None)
+        p = page.kinds.plain(run_dir, junit=Path(xml) if xml else None)
+        html, md = page.write(p, run_dir, with_junit=False)
+    except Exception as e:                          # noqa: BLE001  (reported, not raised)
+        terminalreporter.write_line(f"ozfs-vmci: the report could not be written: "
+                                    f"{type(e).__name__}: {e}", yellow=True)
+        return
+    terminalreporter.write_line(f"ozfs-vmci report: {html} ({page.verdict_line(p)})")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and not os.environ.get(INNER_SESSION):
+        with open(summary, "a") as f:
+            f.write(md.read_text())

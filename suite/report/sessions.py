@@ -76,8 +76,11 @@ def run_cases(args: list[str], results: Path, extra: list[str] = (),
     t = time.monotonic()
     problem = ""
     with open(results / "pytest.log", "w") as log:
+        # An inner session's report stays in its folder: the caller's report (gate,
+        # bugs) is what goes to a CI job's step summary.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=paths.PROJECT_ROOT, start_new_session=True)
+                                cwd=paths.PROJECT_ROOT, start_new_session=True,
+                                env={**os.environ, "OZFS_VMCI_INNER_SESSION": "1"})
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
