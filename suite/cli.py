@@ -155,6 +155,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return merge([Path(d) for d in args.shards], Path(args.out), expected=args.expect)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from suite.report import page
+    p = page.load(Path(args.results))
+    out = Path(args.out) if args.out else p.root
+    files = page.write(p, out, with_junit=args.junit or not (out / "junit.xml").exists())
+    print(f"{p.kind} run {p.root}")
+    print("\n".join(f"wrote {f}" for f in files))
+    print(page.verdict_line(p))
+    return p.verdict.exit_code
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     from suite.shell import run_shell
     return run_shell(options_from(args), accel=args.accel, nvme=args.nvme, keep=args.keep)
@@ -292,6 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     ln.add_argument("--json", action="store_true", help="newest: a JSON list (a job matrix)")
     ln.add_argument("--url", default="https://github.com/openzfs/zfs")
     ln.set_defaults(func=cmd_lines)
+    rr = sub.add_parser("report", help="render any results folder (a run, gate, merged "
+                                       "shards, suite bugs) as report.html and a summary; "
+                                       "exit 0 pass, 1 fail, 2 inconclusive")
+    rr.add_argument("results", help="the results folder (a folder of runs: its newest)")
+    rr.add_argument("--out", default=None, help="where to write (default: the run's folder)")
+    rr.add_argument("--junit", action="store_true",
+                    help="write junit.xml even where one exists (pytest's own is kept)")
+    rr.set_defaults(func=cmd_report)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)
