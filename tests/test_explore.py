@@ -560,9 +560,90 @@ def test_racing_ops_declare_what_they_may_leave_once_before_they_run(ddir: Path)
     assert zfs.leaves.ereports == {"dio_verify_rd", "dio_verify_wr"}
 
 
-def test_the_shrinker_takes_the_race_away_when_it_can():
+def test_the_shrinker_takes_the_race_and_the_registration_away_when_it_can():
     op = Op("pwrite", "libaio", True, 0, 8192, buf="racing", data=1)
     assert Op("pwrite", "libaio", True, 0, 8192, buf="anon", data=1) in simpler(op)
+    fixed = Op("pread", "io_uring_fixed", True, 0, 8192)
+    assert [o.iface for o in simpler(fixed) if o.iface != fixed.iface] == ["sync", "io_uring"]
+
+
+# ---------------------------------------------------------------------------
+# io_uring with registered files and buffers (iface: "io_uring_fixed")
+# ---------------------------------------------------------------------------
+
+def _fixed_queue(fds: list[int]):
+    """A FixedIoUringQueue, or a skip saying what this kernel refused."""
+    from suite.ioengine.queues import FixedIoUringQueue
+    try:
+        return FixedIoUringQueue(4, fds)
+    except OSError as e:
+        pytest.skip(f"io_uring with registered files is refused here: {e}")
+
+
+def test_io_uring_fixed_issues_fixed_opcodes_on_registered_files_and_buffers(ddir: Path):
+    from suite.ioengine import queues
+    from suite.ioengine.explore_io import IoBuffer
+    f = ddir / "fixed.bin"
+    fd = os.open(f, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    dfd = os.open(f, os.O_RDWR | os.O_DIRECT)
+    q = _fixed_queue([fd, dfd])
+    one = IoBuffer("anon", 8192, 0, 1, str(ddir / "fixed"), for_read=False)
+    three = IoBuffer("heap", 12288, 0, 3, str(ddir / "fixed"), for_read=False)
+    try:
+        one.fill(b"a" * 8192)
+        three.fill(b"b" * 12288)
+        w1 = queues.IoOp(1, True, dfd, 0, one, False)
+        w3 = queues.IoOp(2, True, fd, 8192, three, True)
+        assert q.submit([w1, w3]) == 2
+        # one segment: WRITE_FIXED on registered buffer 0 of registered file 1 (dfd);
+        # three: WRITEV, with plain buffers, on registered file 0 (fd)
+        assert q._sqe(w1) == (queues.IORING_OP_WRITE_FIXED, queues.IOSQE_FIXED_FILE, 1,
+                              one.addrs[0], 8192, 0)
+        assert q._sqe(w3) == (queues.IORING_OP_WRITEV, queues.IOSQE_FIXED_FILE, 0,
+                              three.iov_addr, 3, 0)
+        got = dict(q.reap(2, 4, 10.0))
+        assert got == {1: 8192, 2: 12288} and not q._registered      # unregistered after
+        assert f.read_bytes() == b"a" * 8192 + b"b" * 12288
+        r = IoBuffer("hugepage", 4096, 0, 1, str(ddir / "fixed"), for_read=True)
+        assert q.submit([queues.IoOp(3, False, dfd, 8192, r, False)]) == 1
+        assert q.reap(1, 4, 10.0) == [(3, 4096)] and r.gather(4096) == b"b" * 4096
+        r.close()
+    finally:
+        q.close()
+        for b in (one, three):
+            b.close()
+        os.close(fd)
+        os.close(dfd)
+
+
+def test_io_uring_fixed_runs_on_every_buffer_the_kernel_will_register(ddir: Path):
+    fd = os.open(ddir / "probe.bin", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _fixed_queue([fd]).close()
+    finally:
+        os.close(fd)
+    ops = [{"op": op, "iface": "io_uring_fixed", "direct": direct, "off": 4096 * d,
+            "len": 16384, "buf": buf, "data": d, **({"segs": segs} if "v" in op[-1] else {})}
+           for d, (op, segs, buf, direct) in enumerate(
+               [(o, sg, b, dr) for o, sg in (("pwrite", 1), ("pwritev", 1), ("pwritev", 4),
+                                             ("pread", 1), ("preadv", 3))
+                for b in BUF_SOURCES for dr in (True, False)], start=1)]
+    for o in ops:
+        if o["op"].startswith("pread"):
+            del o["data"]
+        if o["buf"] == "anon_offset":
+            o["buf_off"] = 512
+    rc, lines = run_engine(ddir, {"seed": 7, "init_size": 65536, "file_size_max": MIB,
+                                  "ops": ops + [{"op": "verify"}]}, "fixed")
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"], [o for o in out if not o["ok"]]
+    refused = [o for o in out if o["outcome"] == "unsupported"]
+    # a MAP_SHARED file mapping cannot be pinned long-term (registered); all else runs
+    assert {o["buf"] for o in refused} <= {"shared_file"}
+    assert all("io_uring_fixed register" in o["why"] for o in refused)
+    vectored = [o for o, op in zip(out, ops) if op.get("segs", 1) > 1]
+    assert vectored and all(o["outcome"] == "ok" for o in vectored)   # no buffer registered
+    assert sum(o["outcome"] == "ok" for o in out[:-1]) >= len(ops) - 10
 
 
 def test_a_malformed_sequence_is_a_usage_error(ddir: Path):

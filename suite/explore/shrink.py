@@ -1,7 +1,8 @@
 """Shrinking a failing sequence: delta debugging (Zeller's ddmin) over its ops,
 then each remaining op made simpler (aligned offset, smaller length, a plain
-buffer, one segment, the sync interface) and the initial content smaller, each
-change kept only while the sequence still fails.
+buffer, one segment, the sync interface or io_uring without registered files
+and buffers) and the initial content smaller, each change kept only while the
+sequence still fails.
 
 Driven by ``still_fails(Sequence) -> bool`` (the session replays the candidate
 in the guest), bounded by ``max_tries`` candidates (a candidate seen before is
@@ -105,6 +106,8 @@ def simpler(op: Op) -> list[Op]:
         out.append(replace(op, segs=1))
     if "iface" in used and op.iface != "sync":
         out.append(replace(op, iface="sync"))
+    if "iface" in used and op.iface == "io_uring_fixed":      # io_uring, nothing registered
+        out.append(replace(op, iface="io_uring"))
     if "src_off" in used and op.src_off % PAGE:
         out.append(replace(op, src_off=op.src_off - op.src_off % PAGE))
     return [c for c in out if c != op]

@@ -1,6 +1,8 @@
 """Explore, the I/O half: a buffer from each source, the target's two descriptors
 (buffered and O_DIRECT, opened separately), and one request issued sync, through
-libaio or through io_uring (the queues of :mod:`suite.ioengine.queues`).
+libaio, through io_uring, or through io_uring with the target's descriptors and
+the request's buffer registered (``io_uring_fixed``; the queues of
+:mod:`suite.ioengine.queues`).
 
 Buffer sources (``buf`` of an op):
 
@@ -28,8 +30,8 @@ import time
 from typing import Any, Callable
 
 from .plan import CANARY, DIO_ALIGN, PAGE, Segment
-from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
-                     make_queue, round_up, sys_)
+from .queues import (ABANDONED, FixedIoUringQueue, IoOp, IoUringQueue, IoVec, LibaioQueue,
+                     RegisterError, SegmentBuffers, make_queue, round_up, sys_)
 
 HUGE = 2 << 20
 SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing")
@@ -254,7 +256,7 @@ class Target:
     def issue(self, write: bool, iface: str, direct: bool, offset: int, buf: IoBuffer,
               vectored: bool) -> tuple[int | None, int, str | None]:
         """(res, errno, stage): res bytes, or -errno; stage says where it failed
-        (syscall|setup|submit|complete|timeout)."""
+        (syscall|setup|register|submit|complete|timeout)."""
         fd = self.dfd if direct else self.fd
         assert fd is not None
         if iface == "sync":
@@ -262,7 +264,7 @@ class Target:
         q = self.queues.get(iface)
         if q is None:
             try:
-                q = self.queues[iface] = make_queue(iface, 4)
+                q = self.queues[iface] = self._make_queue(iface)
             except OSError as e:
                 return None, e.errno, "setup"
         self._tag += 1
@@ -270,6 +272,8 @@ class Target:
         try:
             if q.submit([op]) != 1:
                 return None, errno_mod.EAGAIN, "submit"
+        except RegisterError as e:      # the buffer cannot be registered: the kernel's limit
+            return None, e.errno, "register"
         except OSError as e:
             return -e.errno, e.errno, "submit"
         deadline = time.monotonic() + self.timeout_s
@@ -282,6 +286,11 @@ class Target:
         self.hung = True                 # the kernel may still write into buf: keep it
         ABANDONED.extend([self.queues.pop(iface), buf])
         return None, 0, "timeout"
+
+    def _make_queue(self, iface: str) -> LibaioQueue | IoUringQueue:
+        if iface == "io_uring_fixed":
+            return FixedIoUringQueue(4, [fd for fd in (self.fd, self.dfd) if fd is not None])
+        return make_queue(iface, 4)
 
     def close(self) -> None:
         if not self.hung:

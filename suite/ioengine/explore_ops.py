@@ -31,7 +31,7 @@ from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZE
 from .explore_race import RACING_LEAVES, Racer, landed
 from .plan import DIO_ALIGN, PAGE, errno_name
 
-IFACES = ("sync", "libaio", "io_uring")
+IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
 TAMPER_BYTE = 0x5A
 
 
@@ -167,13 +167,13 @@ def _direct_fd_missing(ctx: Ctx, s: Step) -> Outcome | None:
 
 def _refused(err: int, stage: str | None, s: Step, buf: IoBuffer) -> Outcome | None:
     """The allowed non-results: EINVAL for a misaligned O_DIRECT request, an
-    async interface the host refuses to set up."""
+    async interface the host refuses to set up (or a buffer it will not register)."""
     aligned = buf.aligned(s.off)
     if err == errno_mod.EINVAL and s.direct and not aligned:
         return Outcome("einval", why="misaligned O_DIRECT refused (allowed)",
                        errname="EINVAL", res=-err)
-    if stage == "setup":
-        return Outcome("unsupported", why=f"{s.iface} setup: {errno_name(err)}")
+    if stage in ("setup", "register"):
+        return Outcome("unsupported", why=f"{s.iface} {stage}: {errno_name(err)}")
     return None
 
 
