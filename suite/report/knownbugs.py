@@ -23,6 +23,7 @@ earlier run's sessions, judged again, so ``--zts-only`` can still fill both colu
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,19 @@ def judge_earlier(o: "Outcome", spec: SymptomSpec | None, roots: list[Path]) -> 
     print(f"<== {o.bug} ({o.role}): {o.verdict}, judged from {d}", flush=True)
 
 
+def write_report(root: Path) -> None:
+    """The run's report.html and summary.md (``suite/report/page``); the summary also
+    goes to a CI job's step summary, which the inner sessions leave to this."""
+    from suite.report import page
+    p = page.kinds.bugs(root)
+    html, md = page.write(p, root, with_junit=False)
+    print(f"report: {html} ({page.verdict_line(p)})")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as f:
+            f.write(md.read_text())
+
+
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
              roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = (),
              suite_from: list[Path] = (), zts_from: list[Path] = ()) -> int:
@@ -171,6 +185,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
         (root / "zts-vs-suite.md").write_text(md)
         print("\nZTS and this suite at each bad commit (" + str(root / "zts-vs-suite.md") +
               "):\n" + md)
+    if root.is_dir() and not suite_from and zts != "only":
+        write_report(root)
     zts_ok = all(z.ran and not z.problem for z in ztsruns.values())
     suite_ok = all(o.ok for o in out)
     if zts == "only":               # the suite's side counts only when it was read

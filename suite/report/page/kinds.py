@@ -39,9 +39,11 @@ def run_verdict(cases: list[Case], problems: list[str]) -> Verdict:
     inconclusive = [c for c in cases if c.status == "inconclusive"]
     why = [f"{c.nodeid}{f' ({c.group})' if c.group else ''}: {c.label}: {c.why}"
            for c in sorted(cases, key=Case.order) if c.failing]
+    if len(problems) == 1:
+        return Verdict("inconclusive", problems[0], why)
     if problems:
-        return Verdict("inconclusive", problems[0] if len(problems) == 1 else
-                       f"{len(problems)} parts of the run proved nothing", problems + why)
+        return Verdict("inconclusive", f"{len(problems)} parts of the run proved nothing",
+                       problems + why)
     if fails:
         more = f", {len(inconclusive)} inconclusive" if inconclusive else ""
         return Verdict("fail", f"{len(fails)} case(s) failed{more}", why)
