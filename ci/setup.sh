@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t pkgs < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
+pkgs+=(chromium)    # headless, for the report's screenshot self-tests (tests/browser.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
