@@ -101,12 +101,18 @@ case "$CMD" in
       echo "would run: bash ci/setup.sh"
       echo "would run: python3 -m suite doctor"
       printf 'would run:'; printf ' %q' "${cmd[@]}"; echo
+      echo "would run: python3 -m suite report $RESULTS --out $RESULTS"
       exit 0
     fi
     mkdir -p "$RESULTS"
     bash ci/setup.sh
     python3 -m suite doctor || true        # what this runner has (KVM or not), in the log
-    "${cmd[@]}"
+    rc=0
+    "${cmd[@]}" || rc=$?
+    # One report.html at the top of the artifact whatever the mode (a gate's: of its
+    # gate-*/ folder); its verdict is the run's, so only the run's exit code counts.
+    python3 -m suite report "$RESULTS" --out "$RESULTS" || true
+    exit "$rc"
     ;;
   merge)
     shift

@@ -14,5 +14,10 @@ case "$series" in
 esac
 # TIER=auto: every variant where KVM works, the quick tier under TCG (one line says
 # which, and how to get the other); TIER=full or TIER=quick to choose.
-exec python3 -m pytest cases --series "$series" -n "${JOBS:-2}" -k "${SELECTION:-$default_k}" \
-  --tier "${TIER:-auto}" "$@"
+rc=0
+python3 -m pytest cases --series "$series" -n "${JOBS:-2}" -k "${SELECTION:-$default_k}" \
+  --tier "${TIER:-auto}" "$@" || rc=$?
+# The run writes its report.html at its end; rendered again here so a run that died
+# before its end leaves one too (python -m suite report: the newest run's folder).
+python3 -m suite report "${OZFS_VMCI_RESULTS:-results}" || true
+exit "$rc"
