@@ -21,7 +21,8 @@ import pytest
 from suite.explore import lane
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text
-from suite.explore.ops import BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, WRITES, Op, Sequence
+from suite.explore.ops import (BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, TRANSFER_OPS, WRITES, Op,
+                               Sequence)
 from suite.explore.session import (Budget, Explorer, LocalRunner, Settings, budget_arg,
                                    explore, parse_budget)
 from suite.explore.shrink import shrink, simpler
@@ -60,10 +61,17 @@ def test_generated_sequences_stay_in_bounds_and_mix_shapes():
     assert all(s.ops[-1].op == "verify" and len(s.ops) == 60 for s in seqs)
     assert {o.op for o in ops} == set(OP_KINDS)
     for o in ops:
-        if o.op in WRITES + ("copy_range", "zero_range", "punch_hole"):
+        if o.op in WRITES + ("copy_range", "zero_range", "punch_hole") + TRANSFER_OPS:
             assert 1 <= o.len and o.off + o.len <= 1 * MIB, o
-        if o.op == "copy_range":
+        if o.op in ("copy_range",) + TRANSFER_OPS:
             assert o.src_off + o.len <= 1 * MIB, o
+        if o.op in ("sendfile", "splice") and o.direct:     # the kernel's pages, mapped
+            assert o.off % 4096 == o.src_off % 4096 == 0 and (o.len % 4096 == 0), o
+    sizes = {"4K": 4 << 10, "16K": 16 << 10, "128K": 128 << 10, "1M": 1 << 20}
+    clones = [(o, sizes[s.props["recordsize"]]) for s in seqs for o in s.ops
+              if o.op == "clone_range"]
+    whole = [o for o, rec in clones if o.len % rec == o.off % rec == o.src_off % rec == 0]
+    assert len(whole) > len(clones) / 2                     # mostly whole records
     direct = [o for o in ops if o.op in IO_OPS and o.direct]
     aligned = [o for o in direct if o.aligned]
     assert 0.4 < len(aligned) / len(direct) < 0.95        # both, on purpose
@@ -84,7 +92,8 @@ def test_a_blockdev_sequence_stays_inside_its_window():
         seq = generate(s, 40, "blockdev", 512 << 10)
         assert seq.init_size == 512 << 10 and "recordsize" not in seq.props
         for o in seq.ops:
-            assert o.op not in ("truncate", "punch_hole", "zero_range", "copy_range")
+            assert o.op not in ("truncate", "punch_hole", "zero_range", "copy_range",
+                                "clone_range")
             if o.op in IO_OPS:
                 assert o.off + o.len <= 512 << 10, o
 
@@ -116,6 +125,12 @@ def test_render():
         "preadv io_uring buffered off=4096 len=40000 buf=heap segs=9"
     assert Op("truncate", size=40000).render() == "truncate size=40000"
     assert Op("copy_range", off=1, len=2, src_off=3).render() == "copy_range off=1 len=2 src_off=3"
+    assert Op("clone_range", off=0, len=131072, src_off=262144).render() == \
+        "clone_range off=0 len=131072 src_off=262144"
+    assert Op("splice", direct=True, off=4096, len=8192, src_off=0).render() == \
+        "splice O_DIRECT off=4096 len=8192 src_off=0"
+    assert Op("sendfile", off=1, len=2, src_off=3).render() == "sendfile buffered off=1 len=2 src_off=3"
+    assert Op("mmap_write", off=1, len=2, data=3).render() == "mmap_write off=1 len=2 data=3"
     assert Op("punch_hole", off=4096, len=100).render() == "punch_hole off=4096 len=100"
     assert Op("fdatasync").render() == "fdatasync"
     seq = Sequence(7, {"recordsize": "4K"}, {"zfs_dio_strict": 1},
@@ -351,6 +366,9 @@ def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
         {"op": "punch_hole", "off": 4096, "len": 8192}, {"op": "zero_range", "off": 49000,
                                                           "len": 10000},
         {"op": "copy_range", "off": 70000, "len": 30000, "src_off": 1234},
+        {"op": "clone_range", "off": 131072, "len": 131072, "src_off": 262144},
+        {"op": "sendfile", "direct": True, "off": 8192, "len": 16384, "src_off": 4096},
+        {"op": "splice", "direct": False, "off": 1, "len": 70000, "src_off": 3},
         {"op": "mmap_read", "off": 900000, "len": 10}, {"op": "truncate", "size": 12000},
         {"op": "fsync"}, {"op": "fdatasync"}, {"op": "syncfs"}, {"op": "evict"}, {"op": "verify"}]
     seq = {"seed": 3, "init_size": 40000, "file_size_max": MIB, "ops": ops}
@@ -644,6 +662,68 @@ def test_io_uring_fixed_runs_on_every_buffer_the_kernel_will_register(ddir: Path
     vectored = [o for o, op in zip(out, ops) if op.get("segs", 1) > 1]
     assert vectored and all(o["outcome"] == "ok" for o in vectored)   # no buffer registered
     assert sum(o["outcome"] == "ok" for o in out[:-1]) >= len(ops) - 10
+
+
+# ---------------------------------------------------------------------------
+# the kernel moving the source's bytes: FICLONERANGE, sendfile, splice
+# ---------------------------------------------------------------------------
+
+def test_sendfile_and_splice_move_the_source_into_the_target(ddir: Path):
+    ops = [{"op": op, "direct": direct, "off": off, "len": n, "src_off": src}
+           for op in ("sendfile", "splice") for direct, off, n, src in (
+               (True, 0, 262144, 524288), (True, 8192, 4096, 4096), (False, 100, 5000, 17),
+               (False, 300001, 70000, 3), (True, 1 << 20, 131072, 0))]   # the last extends it
+    ops += [{"op": "sendfile", "direct": True, "off": 4096, "len": 8192, "src_off": 100},
+            {"op": "verify"}]
+    rc, lines = run_engine(ddir, {"seed": 9, "init_size": 40000, "file_size_max": 2 * MIB,
+                                  "ops": ops}, "transfer")
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"], [o for o in out if not o["ok"]]
+    assert all(o["outcome"] == "ok" and o["res"] == op["len"] for o, op in zip(out[:10], ops))
+    assert out[10]["outcome"] == "einval"          # misaligned source pages into O_DIRECT
+    assert lines[-1]["size"] == (1 << 20) + 131072
+
+
+def test_a_clone_the_filesystem_declines_leaves_the_model_alone(ddir: Path):
+    seq = {"seed": 9, "init_size": 300000, "file_size_max": MIB, "ops": [
+        {"op": "clone_range", "off": 131072, "len": 131072, "src_off": 262144},
+        {"op": "clone_range", "off": 0, "len": 4096, "src_off": 4096}, {"op": "verify"}]}
+    rc, lines = run_engine(ddir, seq, "clone")
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"], out
+    # ext4 has no block cloning: EOPNOTSUPP (OpenZFS with block cloning clones)
+    assert all(o["outcome"] in ("ok", "unsupported", "refused") for o in out[:2])
+    if out[0]["outcome"] == "unsupported":
+        assert out[0]["errname"] in ("EOPNOTSUPP", "ENOTSUP", "EXDEV")
+
+
+def test_a_clone_lands_the_source_declines_with_einval_and_fails_otherwise(monkeypatch,
+                                                                           tmp_path: Path):
+    import errno
+    from suite.ioengine.explore_io import Target
+    t = Target(str(tmp_path / "c.bin"), str(tmp_path / "c"), False, 5.0)
+    source = bytes(range(256)) * 1024
+    ctx = explore_ops.Ctx(t, explore_ops.Model(b""), 1, source)
+    step = explore_ops.Step("clone_range", off=8192, len=8192, src_off=4096)
+    try:
+        def cloned(dst, src, dst_off, src_off, n):     # what a clone does to the file
+            os.pwrite(dst, source[src_off:src_off + n], dst_off)
+            return 0
+        monkeypatch.setattr(explore_ops, "clone_range", cloned)
+        o = explore_ops.op_clone_range(ctx, step)
+        assert o.outcome == "ok" and ctx.model.read(8192, 8192) == source[4096:12288]
+        assert explore_ops.op_verify(ctx, explore_ops.Step("verify")).outcome == "ok"
+        for err, outcome in ((errno.EINVAL, "refused"), (errno.EXDEV, "unsupported"),
+                             (errno.EOPNOTSUPP, "unsupported"), (errno.EIO, "failed")):
+            monkeypatch.setattr(explore_ops, "clone_range", lambda *a, e=err: e)
+            o = explore_ops.op_clone_range(ctx, dataclasses.replace(step, off=0))
+            assert o.outcome == outcome, (err, o)
+            assert ctx.model.size == 16384                  # declined: nothing changed
+        assert o.kind == "error:EIO"
+        far = dataclasses.replace(step, src_off=len(source))
+        assert explore_ops.op_clone_range(ctx, far).why.endswith("a malformed sequence")
+    finally:
+        t.close()
 
 
 def test_a_malformed_sequence_is_a_usage_error(ddir: Path):

@@ -32,10 +32,11 @@ PARAM_CHOICES: dict[str, tuple[int, ...]] = {
 }
 OP_WEIGHTS: dict[str, int] = {
     "pread": 12, "preadv": 10, "pwrite": 12, "pwritev": 10, "mmap_read": 4,
-    "mmap_write": 4, "punch_hole": 3, "zero_range": 2, "copy_range": 3, "truncate": 4,
-    "fsync": 2, "fdatasync": 2, "syncfs": 1, "evict": 3, "verify": 4,
+    "mmap_write": 4, "punch_hole": 3, "zero_range": 2, "copy_range": 3, "clone_range": 2,
+    "sendfile": 2, "splice": 2, "truncate": 4, "fsync": 2, "fdatasync": 2, "syncfs": 1,
+    "evict": 3, "verify": 4,
 }
-BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range")
+BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range")
 SEGS = (1, 2, 3, 4, 8, 9, 16)
 BUF_OFFSETS = (512, 1024, 2048, 3072, 100, 4000)
 ODD_LENGTHS = (1, 511, 512, 1000, 4095, 4097, 8191, 12000, 40000)
@@ -177,7 +178,41 @@ class _Gen:
             n = max(1, min(n, self.limit - src, self.limit - off))
             self.size = max(self.size, off + n)
             return Op(kind, off=off, len=n, src_off=src)
+        if kind == "clone_range":
+            return self.clone()
+        if kind in ("sendfile", "splice"):
+            return self.transfer(kind)
         return Op(kind)
+
+    def clone(self) -> Op:
+        """FICLONERANGE: whole records where they fit (what OpenZFS can clone),
+        now and then whole pages of a larger record (declined with EINVAL)."""
+        r = self.rng
+        unit = self.rec if self.rec <= self.limit // 2 and r.random() < 0.8 else PAGE
+        slots = self.limit // unit
+        count = min(r.choice((1, 1, 2, 3)), slots)
+        src = r.randrange(slots - count + 1) * unit
+        off = min(self.offset(True) // unit, slots - count) * unit
+        n = count * unit
+        self.touched(off, n)
+        self.size = max(self.size, off + n)
+        return Op("clone_range", off=off, len=n, src_off=src)
+
+    def transfer(self, kind: str) -> Op:
+        """sendfile/splice of the source into the target: into the O_DIRECT
+        descriptor (page-aligned, so the kernel's pages can be mapped) or the
+        buffered one (any shape)."""
+        r = self.rng
+        direct = r.random() < self.ch.direct_share
+        aligned = direct or r.random() < 0.5
+        off, n = self.shape(aligned)
+        src = r.randrange(self.limit // PAGE) * PAGE if aligned else r.randrange(self.limit)
+        n = max(1, min(n, self.limit - src))
+        if aligned and n >= PAGE:
+            n -= n % PAGE
+        self.touched(off, n)
+        self.size = max(self.size, off + n)
+        return Op(kind, direct=direct, off=off, len=n, src_off=src)
 
 
 def _pick(rng: random.Random, pairs: dict[str, tuple], names: tuple[str, ...] | None = None) -> dict:

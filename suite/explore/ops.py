@@ -16,9 +16,11 @@ READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
 IO_OPS = READS + WRITES
 RANGE_OPS = ("mmap_read", "mmap_write", "punch_hole", "zero_range", "copy_range")
+# The source file's bytes moved by the kernel: a block clone, sendfile, splice.
+TRANSFER_OPS = ("clone_range", "sendfile", "splice")
 SYNC_OPS = ("fsync", "fdatasync", "syncfs")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook).
-OP_KINDS = IO_OPS + RANGE_OPS + ("truncate",) + SYNC_OPS + ("evict", "verify")
+OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ("evict", "verify")
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 
@@ -28,8 +30,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     **{k: ("iface", "direct", "off", "len", "buf", "buf_off", "data") for k in WRITES},
     "mmap_read": ("off", "len"), "mmap_write": ("off", "len", "data"),
     "punch_hole": ("off", "len"), "zero_range": ("off", "len"),
-    "copy_range": ("off", "len", "src_off"), "truncate": ("size",),
-    "tamper": ("off", "len"),
+    "copy_range": ("off", "len", "src_off"), "clone_range": ("off", "len", "src_off"),
+    "sendfile": ("direct", "off", "len", "src_off"), "splice": ("direct", "off", "len", "src_off"),
+    "truncate": ("size",), "tamper": ("off", "len"),
 }
 
 
@@ -64,7 +67,9 @@ class Op(Step):
             and self.buf != "anon_offset"
 
     def render(self) -> str:
-        """``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``."""
+        """``pwrite libaio O_DIRECT off=8192 len=12288 buf=anon_offset``; the
+        other ops: their name, then each field they use (``truncate size=40000``,
+        ``sendfile O_DIRECT off=0 len=8192 src_off=4096``)."""
         if self.op in IO_OPS:
             words = [self.op, self.iface, "O_DIRECT" if self.direct else "buffered",
                      f"off={self.off}", f"len={self.len}", f"buf={self.buf}"]
@@ -73,13 +78,9 @@ class Op(Step):
             if self.op in ("preadv", "pwritev"):
                 words.append(f"segs={max(1, self.segs)}")
             return " ".join(words)
-        if self.op == "truncate":
-            return f"truncate size={self.size}"
-        if self.op == "copy_range":
-            return f"copy_range off={self.off} len={self.len} src_off={self.src_off}"
-        if self.op in _FIELDS:
-            return " ".join([self.op] + [f"{k}={getattr(self, k)}" for k in ("off", "len")])
-        return self.op
+        return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
+                                     if k == "direct" else f"{k}={getattr(self, k)}"
+                                     for k in self.used_fields()])
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from .content import pattern
-from .explore_ops import OPS, Ctx, Model, Outcome, Step
+from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step
 from .explore_io import Target
 from .plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from .trials import emit
@@ -102,7 +102,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
               "error": f"{path}: {e}"})
         return EXIT_FAILED
     source = b""
-    if any(s.op == "copy_range" for s in steps):
+    if any(s.op in SOURCE_OPS for s in steps):
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
     ctx = Ctx(target, Model(init), seed, source)
     t0 = time.monotonic()

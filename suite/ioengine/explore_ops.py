@@ -5,7 +5,8 @@ Every op leaves an :class:`Outcome`: ``ok`` (done, and what it read equals the
 model), ``einval`` (a misaligned O_DIRECT request refused with EINVAL: allowed),
 ``unsupported`` (the filesystem or kernel lacks it: EOPNOTSUPP and kin; O_DIRECT
 refused at open), ``refused`` (declined in a way the op allows: a write from a
-racing buffer failing Direct I/O write verification with EIO), ``skipped``
+racing buffer failing Direct I/O write verification with EIO, a clone of blocks
+that cannot be shared with EINVAL), ``skipped``
 (nothing to do: an mmap past EOF) or ``failed`` with a ``kind``:
 ``wrong-bytes``, ``short`` (a count short of EOF), ``overrun`` (the kernel wrote
 past the buffer), ``size`` (st_size is not the model's), ``paths-disagree``
@@ -29,9 +30,11 @@ from .content import compare, pattern
 from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                          SOURCES, UNSUPPORTED, IoBuffer, Target, fallocate, syncfs)
 from .explore_race import RACING_LEAVES, Racer, landed
+from .explore_xfer import clone_range, copy_range, sendfile_into, splice_into
 from .plan import DIO_ALIGN, PAGE, errno_name
 
 IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
+SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
 TAMPER_BYTE = 0x5A
 
 
@@ -137,7 +140,7 @@ class Ctx:
     target: Target
     model: Model
     seed: int
-    source: bytes                   # the copy_file_range source file's bytes
+    source: bytes                   # the scratch source file's bytes (SOURCE_OPS)
 
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""
@@ -425,29 +428,77 @@ def op_zero_range(ctx: Ctx, s: Step) -> Outcome:
     return o or Outcome()
 
 
+def _source_missing(ctx: Ctx, s: Step) -> Outcome | None:
+    """A range past the end of the source file: a malformed sequence."""
+    if s.src_off + s.len <= len(ctx.source):
+        return None
+    return failed("error:EINVAL", f"the source holds {len(ctx.source)} bytes, the op asks "
+                  f"for {s.len} at {s.src_off}: a malformed sequence")
+
+
+Mover = Callable[[int, int, int, int, int], tuple[int, int]]    # (dst, src, dst_off, src_off, n)
+
+
+def _transfer(ctx: Ctx, s: Step, name: str, move: Mover) -> Outcome:
+    """``move`` the op's range of the source file into the target (through the
+    O_DIRECT descriptor for a ``direct`` op): the model gets the source's bytes
+    for what moved, also when it stopped early."""
+    if (o := _source_missing(ctx, s) or _direct_fd_missing(ctx, s)) is not None:
+        return o
+    src = ctx.target.open_source(ctx.source)
+    fd = ctx.target.dfd if s.direct else ctx.target.fd
+    assert fd is not None
+    done, err = move(fd, src, s.off, s.src_off, s.len)
+    ctx.model.write(s.off, ctx.source[s.src_off:s.src_off + done])
+    aligned = all(x % DIO_ALIGN == 0 for x in (s.off, s.len, s.src_off))
+    if err in UNSUPPORTED and done == 0:
+        return Outcome("unsupported", why=f"{name}: {errno_name(err)}")
+    if err == errno_mod.EINVAL and s.direct and not aligned:
+        return Outcome("einval", why=f"{name}: misaligned O_DIRECT refused after {done} "
+                       "bytes (allowed)", errname="EINVAL", res=done)
+    if err:
+        return error(err, f"{name} after {done} bytes")
+    if done < s.len:
+        return failed("short", f"{name} stopped at {done} of {s.len} bytes", res=done)
+    return Outcome(res=done)
+
+
 def op_copy_range(ctx: Ctx, s: Step) -> Outcome:
     """copy_file_range from the scratch source file into the target."""
-    if s.src_off + s.len > len(ctx.source):
-        return failed("error:EINVAL", f"the source holds {len(ctx.source)} bytes, the op asks "
-                      f"for {s.len} at {s.src_off}: a malformed sequence")
+    return _transfer(ctx, s, "copy_file_range", copy_range)
+
+
+def op_sendfile(ctx: Ctx, s: Step) -> Outcome:
+    """sendfile from the scratch source file into the target."""
+    return _transfer(ctx, s, "sendfile", sendfile_into)
+
+
+def op_splice(ctx: Ctx, s: Step) -> Outcome:
+    """splice from the scratch source file through a pipe into the target."""
+    return _transfer(ctx, s, "splice", splice_into)
+
+
+# What a clone may answer when it cannot share these blocks (the model unchanged):
+# the filesystem cannot clone (EOPNOTSUPP), not across these files (EXDEV), or
+# not this range (EINVAL: OpenZFS wants whole records of one block size).
+CLONE_DECLINED = UNSUPPORTED + (errno_mod.EINVAL,)
+
+
+def op_clone_range(ctx: Ctx, s: Step) -> Outcome:
+    """FICLONERANGE from the scratch source file into the target: the target
+    then shares the source's blocks (block cloning), and reads the source's bytes."""
+    if (o := _source_missing(ctx, s)) is not None:
+        return o
     src = ctx.target.open_source(ctx.source)
-    done = 0
-    while done < s.len:
-        try:
-            n = os.copy_file_range(src, ctx.target.fd, s.len - done, s.src_off + done,
-                                   s.off + done)
-        except OSError as e:
-            if e.errno in UNSUPPORTED and done == 0:
-                return Outcome("unsupported", why=f"copy_file_range: {errno_name(e.errno)}")
-            ctx.model.write(s.off, ctx.source[s.src_off:s.src_off + done])
-            return error(e.errno, f"copy_file_range after {done} bytes")
-        if n == 0:
-            ctx.model.write(s.off, ctx.source[s.src_off:s.src_off + done])
-            return failed("short", f"copy_file_range stopped at {done} of {s.len} bytes",
-                          res=done)
-        done += n
+    err = clone_range(ctx.target.fd, src, s.off, s.src_off, s.len)
+    if err in CLONE_DECLINED:
+        kind = "refused" if err == errno_mod.EINVAL else "unsupported"
+        return Outcome(kind, why=f"FICLONERANGE: {errno_name(err)} (allowed)",
+                       errname=errno_name(err))
+    if err:
+        return error(err, "FICLONERANGE")
     ctx.model.write(s.off, ctx.source[s.src_off:s.src_off + s.len])
-    return Outcome(res=done)
+    return Outcome(res=s.len)
 
 
 def op_fsync(ctx: Ctx, s: Step) -> Outcome:
@@ -553,6 +604,7 @@ OPS: dict[str, Callable[[Ctx, Step], Outcome]] = {
     "pread": op_read, "preadv": op_read, "pwrite": op_write, "pwritev": op_write,
     "mmap_read": op_mmap_read, "mmap_write": op_mmap_write, "truncate": op_truncate,
     "punch_hole": op_punch_hole, "zero_range": op_zero_range, "copy_range": op_copy_range,
+    "clone_range": op_clone_range, "sendfile": op_sendfile, "splice": op_splice,
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper,
 }
