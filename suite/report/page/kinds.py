@@ -17,7 +17,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from suite.errors import SuiteError
-from suite.report.page import disk, sections
+from suite.report.page.disk import (build_row, case_from_junit, case_from_verdict,
+                                    fill_from_folder, is_session, junit_cases, junit_seconds,
+                                    minutes, read_json, session_label, sessions_under,
+                                    trial_count, verdicts)
+from suite.report.page.sections import all_sections, phrase
 from suite.report.page.model import Case, Grid, Page, Section, SideResult, Verdict
 
 SELECTION_FILE = "selection.json"
@@ -65,19 +69,19 @@ def side_cases(sessions: list[Path], junit: Path | None, side: str = "",
                group: str = "") -> list[Case]:
     """Every case of a side: its verdict.json, else (a case outside the VM plugin's
     reach) its JUnit testcase."""
-    cases = {n: disk.case_from_verdict(v, folder, side, group)
-             for n, (v, folder) in disk.verdicts(sessions).items()}
+    cases = {n: case_from_verdict(v, folder, side, group)
+             for n, (v, folder) in verdicts(sessions).items()}
     if junit is not None and junit.exists():
-        for j in disk.junit_cases(junit):
+        for j in junit_cases(junit):
             if j.nodeid not in cases:
-                cases[j.nodeid] = disk.case_from_junit(j, side, group)
+                cases[j.nodeid] = case_from_junit(j, side, group)
     return list(cases.values())
 
 
 def selection_rows(sessions: list[Path]) -> tuple[list[tuple[str, str]], float]:
     """What the run selected (``selection.json``, written at its end), and how long
     it took."""
-    data = next((d for d in (disk.read_json(s / SELECTION_FILE) for s in sessions)
+    data = next((d for d in (read_json(s / SELECTION_FILE) for s in sessions)
                  if isinstance(d, dict)), {})
     rows: list[tuple[str, str]] = []
     if "collected" in data:
@@ -87,28 +91,28 @@ def selection_rows(sessions: list[Path]) -> tuple[list[tuple[str, str]], float]:
                        ("trials", "trials per condition"), ("build", "build under test"),
                        ("accel", "accelerator asked for")):
         if data.get(key):
-            rows.append((label, sections.phrase(data[key])))
+            rows.append((label, phrase(data[key])))
     return rows, float(data.get("seconds") or 0)
 
 
 def plain(root: Path, junit: Path | None = None) -> Page:
-    sessions = disk.sessions_under(root)
+    sessions = sessions_under(root)
     junit = junit or (root / "junit.xml" if (root / "junit.xml").exists() else None)
     cases = side_cases(sessions, junit)
-    label = disk.session_label(sessions[0]) if len(sessions) == 1 else \
+    label = session_label(sessions[0]) if len(sessions) == 1 else \
         f"{root.name} ({len(sessions)} sessions)"
     page = Page("plain", f"run {label}", root, run_verdict(cases, []), cases=cases)
-    page.builds = [b for b in (disk.build_row(s.name if len(sessions) > 1 else "run", [s])
+    page.builds = [b for b in (build_row(s.name if len(sessions) > 1 else "run", [s])
                                for s in sessions) if b]
     rows, secs = selection_rows(sessions)
-    secs = secs or (disk.junit_seconds(junit) if junit else 0.0)
-    trials = disk.trial_count(sessions)
+    secs = secs or (junit_seconds(junit) if junit else 0.0)
+    trials = trial_count(sessions)
     page.selection = [("cases", f"{len(cases)}: {describe_counts(cases) or 'none'}"), *rows]
     if trials:
         page.selection.append(("trials in the tables", str(trials)))
-    page.times = [("run", disk.minutes(secs))] if secs else []
+    page.times = [("run", minutes(secs))] if secs else []
     page.sessions = [("run", sessions)]
-    page.sections = sections.all_sections(root, page.sessions)
+    page.sections = all_sections(root, page.sessions)
     return page
 
 
@@ -122,8 +126,8 @@ def gate(g) -> Page:
     """The gate's page from its run (``suite.report.gate.GateRun``)."""
     from suite.report.gate import verdict
     code, text = verdict(g.classes)
-    sides = {s: disk.sessions_under(g.root / s) for s in ("base", "series")}
-    found = {s: disk.verdicts(ss) for s, ss in sides.items()}
+    sides = {s: sessions_under(g.root / s) for s in ("base", "series")}
+    found = {s: verdicts(ss) for s, ss in sides.items()}
     cases = []
     for c in g.classes:
         case = Case(c.nodeid, GATE_STATUS.get(c.cls, "pass"), c.cls, c.why,
@@ -135,7 +139,7 @@ def gate(g) -> Page:
                 continue
             if not case.symptoms:
                 case.symptoms = [str(s) for s in v.symptoms]
-            disk.fill_from_folder(case, folder, side, True)
+            fill_from_folder(case, folder, side, True)
         cases.append(case)
     status = {0: "pass", 1: "fail"}.get(code, "inconclusive")
     why = [f"{c.nodeid}: {c.label}: {c.why}" for c in sorted(cases, key=Case.order)
@@ -143,22 +147,22 @@ def gate(g) -> Page:
     page = Page("gate", f"gate {g.series} against {g.base[:11]}", g.root,
                 Verdict(status, text, why + [f"{s}: {p}" for s, p in g.problems.items()]),
                 sides=("base", "series"), cases=cases)
-    page.builds = [b for b in (disk.build_row(s, ss) for s, ss in sides.items()) if b]
-    trials = {s: disk.trial_count(ss) for s, ss in sides.items()}
+    page.builds = [b for b in (build_row(s, ss) for s, ss in sides.items()) if b]
+    trials = {s: trial_count(ss) for s, ss in sides.items()}
     page.selection = [("selection", " ".join(g.selection) or "every case"),
                       ("cases", f"{len(cases)}: {describe_counts(cases) or 'none'}")]
     if any(trials.values()):
         page.selection.append(("trials in the tables",
                                ", ".join(f"{s} {n}" for s, n in trials.items())))
-    page.times = [(s, disk.minutes(secs)) for s, secs in g.seconds.items()]
+    page.times = [(s, minutes(secs)) for s, secs in g.seconds.items()]
     page.sessions = list(sides.items())
-    page.sections = sections.all_sections(g.root, page.sessions)
+    page.sections = all_sections(g.root, page.sessions)
     return page
 
 
 def gate_from_folder(root: Path) -> Page:
     from suite.report.gate import CaseClass, GateRun
-    data = disk.read_json(root / "gate.json")
+    data = read_json(root / "gate.json")
     if not isinstance(data, dict):
         data = {}
     g = GateRun(data.get("series", "?"), data.get("base", "?"), root,
@@ -186,7 +190,7 @@ def shard_problem(folder: Path, cases: list[Case]) -> str:
 def read_shard(folder: Path) -> tuple[list[Case], str, list[Path], Path | None]:
     """A shard's cases, why it proves nothing (or ""), its sessions and JUnit file."""
     xml = next(iter([*folder.glob("junit.xml"), *sorted(folder.glob("*/junit.xml"))]), None)
-    sessions = disk.sessions_under(folder) or (disk.sessions_under(xml.parent) if xml else [])
+    sessions = sessions_under(folder) or (sessions_under(xml.parent) if xml else [])
     try:
         cases = side_cases(sessions, xml, group=folder.name)
     except ET.ParseError as e:
@@ -211,21 +215,21 @@ def merged(root: Path, shards: list[Path], expected: int) -> Page:
                                                          "skip")), problem))
         sides.append((folder.name, sessions))
         if xml is not None:
-            times.append((folder.name, disk.minutes(disk.junit_seconds(xml))))
+            times.append((folder.name, minutes(junit_seconds(xml))))
     if len(shards) < expected:
         problems.append(f"{expected - len(shards)} of {expected} shards are missing")
     page = Page("merged", f"{len(shards)} shards merged", root, run_verdict(cases, problems),
                 sides=("shard",), cases=cases, times=times, sessions=sides)
-    page.builds = [b for b in (disk.build_row(s, ss) for s, ss in sides) if b]
+    page.builds = [b for b in (build_row(s, ss) for s, ss in sides) if b]
     page.selection = [("cases", f"{len(cases)}: {describe_counts(cases) or 'none'}"),
                       ("shards", f"{len(shards)} of {expected or len(shards)}")]
     page.sections = [Section("Shards", "shards", grids=[shard_rows], lead=True),
-                     *sections.all_sections(root, sides)]
+                     *all_sections(root, sides)]
     return page
 
 
 def merged_from_folder(root: Path) -> Page:
-    data = disk.read_json(root / "verdict.json")
+    data = read_json(root / "verdict.json")
     data = data if isinstance(data, dict) else {}
     names = [str(s.get("name")) for s in data.get("shards") or [] if isinstance(s, dict)]
     return merged(root, [root / SHARDS_DIR / n for n in names],
@@ -268,7 +272,7 @@ def bugs(root: Path) -> Page:
         commit = str(getattr(b, role, "") or "?")[:11]
         o = Outcome(bug, commit, role, results=str(role_dir))
         junit = role_dir / "junit.xml"
-        sessions = disk.sessions_under(role_dir)
+        sessions = sessions_under(role_dir)
         if b is None or getattr(b, "symptom", None) is None:
             o.problem = f"{bug} is in no manifest with a [bugs.symptom]: nothing to judge by"
         elif not junit.exists():
@@ -276,23 +280,23 @@ def bugs(root: Path) -> Page:
         else:
             o.cases, o.problem = judge_session(b.symptom, role_dir, sum(count(junit)))
         outcomes.append(o)
-        folders = {n: f for n, (_, f) in disk.verdicts(sessions).items()}
+        folders = {n: f for n, (_, f) in verdicts(sessions).items()}
         for cr in o.cases:
             c = Case(cr.nodeid, bug_case_status(role, cr.status, o.ok), cr.status, cr.why,
                      [SideResult("bug", f"{bug} {role} {commit}")], group=f"{bug} {role}")
             if cr.nodeid in folders:
-                disk.fill_from_folder(c, folders[cr.nodeid], f"{bug} {role}", False)
+                fill_from_folder(c, folders[cr.nodeid], f"{bug} {role}", False)
             cases.append(c)
         table.rows.append((bug, commit, role, str(o.count("caught")), str(o.count("passed")),
                            str(o.count("inconclusive")), o.verdict))
         sides.append((f"{bug} {role}", sessions))
     page = Page("bugs", f"known bugs ({root.name})", root, bugs_verdict(outcomes),
                 sides=("bug",), cases=cases, sessions=sides)
-    page.builds = [b for b in (disk.build_row(s, ss) for s, ss in sides) if b]
+    page.builds = [b for b in (build_row(s, ss) for s, ss in sides) if b]
     page.selection = [("bugs", str(len({o.bug for o in outcomes}))),
                       ("sessions", str(len(outcomes))),
                       ("cases", f"{len(cases)}: {describe_counts(cases) or 'none'}")]
-    page.times = [(f"{o.bug} {o.role}", disk.minutes(disk.junit_seconds(Path(o.results) /
+    page.times = [(f"{o.bug} {o.role}", minutes(junit_seconds(Path(o.results) /
                                                                        "junit.xml")))
                   for o in outcomes if (Path(o.results) / "junit.xml").exists()]
     known = Section("Known bugs", "bugs", ["caught: a targeted case failed at the bad commit "
@@ -302,7 +306,7 @@ def bugs(root: Path) -> Page:
     zvs = root / "zts-vs-suite.md"
     if zvs.exists():
         known.markdown.append(zvs.read_text(errors="replace"))
-    page.sections = [known, *sections.all_sections(root, sides)]
+    page.sections = [known, *all_sections(root, sides)]
     return page
 
 
@@ -328,15 +332,15 @@ def kind_of(folder: Path) -> str:
     if (folder / "gate.json").exists() or ((folder / "base").is_dir()
                                            and (folder / "series").is_dir()):
         return "gate"
-    v = disk.read_json(folder / "verdict.json")
+    v = read_json(folder / "verdict.json")
     if isinstance(v, dict) and "shards" in v:
         return "merged"
     if any(folder.glob("*/bad/junit.xml")) or any(folder.glob("*/fixed/junit.xml")) \
             or any(folder.glob("*/bad/*/cases")):
         return "bugs"
-    if disk.is_session(folder):
+    if is_session(folder):
         return "plain"
-    if disk.sessions_under(folder) and any((folder / f).exists()
+    if sessions_under(folder) and any((folder / f).exists()
                                            for f in ("junit.xml", "pytest.log")):
         return "plain"
     return ""

@@ -246,7 +246,8 @@ def chart(png: Path) -> str:
         return ""
     if len(data) > CHART_MAX:
         return f"<p>{esc(png.name)}: {len(data) >> 20} MiB, too large to embed</p>"
-    return f"<img alt='{esc(png.stem)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'>"
+    uri = "data:image/png;base64," + base64.b64encode(data).decode()
+    return f"<img alt='{esc(png.stem)}' src='{uri}'>"
 
 
 def section(s: Section, out_dir: Path) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from suite.report import phases as phase_report
 from suite.report import zts
-from suite.report.page import disk
+from suite.report.page.disk import minutes, read_json, tail, verdicts
 from suite.report.page.model import Chart, Grid, Link, Section
 
 Sides = list[tuple[str, list[Path]]]          # (side label, its session folders)
@@ -29,7 +29,7 @@ def judges(sides: Sides) -> Section | None:
     head = (*(("side",) if len(sides) > 1 else ()), "case", "finding", "detail", "checks")
     grid, judged = Grid(head), 0
     for side, sessions in sides:
-        for nodeid, (v, folder) in sorted(disk.verdicts(sessions).items()):
+        for nodeid, (v, folder) in sorted(verdicts(sessions).items()):
             after = folder / "after-case.txt"
             judged += after.exists()
             for s in v.symptoms:
@@ -50,7 +50,7 @@ def explore(sides: Sides) -> Section | None:
     for side, sessions in sides:
         for s in sessions:
             for summ in sorted(s.glob("cases/*/explore/summary.json")):
-                data = disk.read_json(summ)
+                data = read_json(summ)
                 if not isinstance(data, dict):
                     continue
                 states: dict[str, int] = {}
@@ -62,7 +62,7 @@ def explore(sides: Sides) -> Section | None:
                     f"{data.get('sequences', 0)} sequence(s) ("
                     + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
                     + f"), {data.get('replays', 0)} replay(s) in "
-                    f"{disk.minutes(float(data.get('elapsed_s') or 0))}")
+                    f"{minutes(float(data.get('elapsed_s') or 0))}")
                 for f in data.get("findings") or []:
                     txt = summ.parent / Path(str(f.get("txt", ""))).name
                     seq = Link(txt.name, txt) if txt.is_file() else "-"
@@ -71,7 +71,7 @@ def explore(sides: Sides) -> Section | None:
                                        str(f.get("ops", "?")), str(f.get("tries", "?")), seq))
                     if txt.is_file():
                         sec.texts.append((f"sequence {f.get('seed')}: {f.get('kind')}, "
-                                          f"shrunk to {f.get('ops')} ops", disk.tail(txt)))
+                                          f"shrunk to {f.get('ops')} ops", tail(txt)))
                 if data.get("no_result"):
                     sec.intro.append(f"{len(data['no_result'])} sequence(s) came back with no "
                                      "result (inconclusive)")
@@ -113,7 +113,7 @@ def timings(sides: Sides) -> Section | None:
         rows = per[0][1]
         totals = phase_report.totals(rows)
         g = Grid(("phase", "cases", "mean", "total", "share"),
-                 title=f"{len(rows)} case(s), {disk.minutes(sum(t[3] for t in totals))} in "
+                 title=f"{len(rows)} case(s), {minutes(sum(t[3] for t in totals))} in "
                        f"guests' phases")
         g.rows = [(k, str(n), f"{mean:.1f} s", f"{s:.0f} s", f"{share:.0f}%")
                   for k, n, mean, s, share in totals]
