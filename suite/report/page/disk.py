@@ -194,8 +194,7 @@ def case_links(folder: Path, side: str = "") -> list[Link]:
     found.append(folder / "repro" / "repro.sh")
     found += sorted(folder.glob("explore/minimal-*.txt"))
     found += sorted(folder.glob("zts-*/*.txt"))[:5]
-    return [Link(pre + (f"evidence/{p.name}" if p.parent.name == "evidence" else p.name), p)
-            for p in found if p.is_file()]
+    return [Link(pre + p.relative_to(folder).as_posix(), p) for p in found if p.is_file()]
 
 
 def verdicts(sessions: list[Path]) -> dict[str, tuple[CaseVerdict, Path]]:

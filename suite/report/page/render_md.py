@@ -93,8 +93,18 @@ def failing_block(c: Case, page: Page, out_dir: Path) -> str:
     elif c.output:
         lines += ["", fence(c.output[-3000:])]
     if c.links:
-        lines += ["", "open: " + ", ".join(f"`{rel(x.path, out_dir)}`" for x in c.links)]
+        lines += ["", files_line(c.links, out_dir)]
     return "\n".join(lines)
+
+
+def files_line(links: list[Link], out_dir: Path) -> str:
+    """``open in `<case folder>/`: `table-1.txt`, `commands.log` ...``, a folder once."""
+    groups: dict[str, list[str]] = {}
+    for x in links:
+        name = x.label.rpartition(": ")[2]          # the path inside the case folder
+        folder = x.path.parents[len(Path(name).parts) - 1]
+        groups.setdefault(rel(folder, out_dir), []).append(f"`{name}`")
+    return "open " + "; ".join(f"in `{d}/`: {', '.join(names)}" for d, names in groups.items())
 
 
 def case_rows(page: Page) -> list[tuple[str, ...]]:
