@@ -282,7 +282,10 @@ def bugs(root: Path) -> Page:
         outcomes.append(o)
         folders = {n: f for n, (_, f) in verdicts(sessions).items()}
         for cr in o.cases:
-            c = Case(cr.nodeid, bug_case_status(role, cr.status, o.ok), cr.status, cr.why,
+            status = bug_case_status(role, cr.status, o.ok)
+            why = cr.why or ("passed at the bad commit: the bug's symptom did not show"
+                             if status == "fail" else "")
+            c = Case(cr.nodeid, status, cr.status, why,
                      [SideResult("bug", f"{bug} {role} {commit}")], group=f"{bug} {role}")
             if cr.nodeid in folders:
                 fill_from_folder(c, folders[cr.nodeid], f"{bug} {role}", False)

@@ -77,7 +77,8 @@ table.cases td[data-label]::before{content:attr(data-label) ": ";color:var(--mut
 table.cases td:nth-child(2){min-width:0}}
 pre{background:#f2f4f7;border:1px solid var(--line);border-radius:4px;padding:8px;
 overflow:auto;max-height:26em;max-width:100%;font-size:12px;line-height:1.35;white-space:pre}
-.links{font-size:.92em}.links a{margin-right:.8em;overflow-wrap:anywhere}
+.links{font-size:.92em}.links a{margin-right:.6em;white-space:nowrap;display:inline-block;
+max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
 figure{margin:.6em 0}img{max-width:100%;height:auto;border:1px solid var(--line)}
 footer{color:var(--muted);font-size:.85em;margin:2em 0 1em}
 """
@@ -176,7 +177,7 @@ def kv(rows: list[tuple[str, str]]) -> str:
 def links(ls: list[Link], out_dir: Path) -> str:
     if not ls:
         return ""
-    return ("<p class=links>open: " + "".join(
+    return ("<p class=links>open: " + " ".join(
         f"<a href='{href(x.path, out_dir)}'>{esc(x.label)}</a>" for x in ls) + "</p>")
 
 
