@@ -5,8 +5,10 @@ Shapes sit around the boundaries Direct I/O cares about: 4 KiB pages, the
 dataset's recordsize (and 128 KiB), EOF tails that are not page-aligned; a
 share of O_DIRECT requests is misaligned on purpose (offset, length, buffer or
 several). A small share of reads and writes use a racing buffer (another thread
-changes it while the request is in flight). Each sequence also picks dataset
-properties and, among the module parameters the build has, their values.
+changes it while the request is in flight). Snapshots, rollbacks and ``zpool
+sync`` come only where the guest engine has the ZFS commands (``zfs_ops``).
+Each sequence also picks dataset properties and, among the module parameters
+the build has, their values.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, WRITES, Op, Sequence)
+from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, WRITES, ZFS_OPS, Op,
+                               Sequence)
 
 PAGE = 4096
 REC_128K = 128 << 10
@@ -34,9 +37,9 @@ OP_WEIGHTS: dict[str, int] = {
     "pread": 12, "preadv": 10, "pwrite": 12, "pwritev": 10, "mmap_read": 4,
     "mmap_write": 4, "punch_hole": 3, "zero_range": 2, "copy_range": 3, "clone_range": 2,
     "sendfile": 2, "splice": 2, "truncate": 4, "fsync": 2, "fdatasync": 2, "syncfs": 1,
-    "evict": 3, "verify": 4,
+    "snapshot": 2, "rollback": 2, "txg_sync": 1, "evict": 3, "verify": 4,
 }
-BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range")
+BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + ZFS_OPS
 SEGS = (1, 2, 3, 4, 8, 9, 16)
 BUF_OFFSETS = (512, 1024, 2048, 3072, 100, 4000)
 ODD_LENGTHS = (1, 511, 512, 1000, 4095, 4097, 8191, 12000, 40000)
@@ -59,6 +62,9 @@ class Choices:
     # of reads and writes, a racing buffer: rare, since its bytes are not checked
     # (a read) or become the model whatever they are (a write)
     racing_share: float = 0.08
+    # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
+    # the session can (it has them under Conditions); generate() alone: not.
+    zfs_ops: bool | None = None
 
 
 def sequence_seed(master: int, k: int) -> int:
@@ -79,6 +85,7 @@ class _Gen:
         self.size = 0
         self.token = 0
         self.recent: list[int] = [0]    # where the last ops began and ended: overlap
+        self.snaps: list[tuple[int, int]] = []     # (data token, size) of each snapshot
 
     def touched(self, off: int, n: int) -> None:
         self.recent = (self.recent + [off, off + n])[-6:]
@@ -182,7 +189,22 @@ class _Gen:
             return self.clone()
         if kind in ("sendfile", "splice"):
             return self.transfer(kind)
+        if kind in ("snapshot", "rollback"):
+            return self.snapshot_or_rollback(kind)
         return Op(kind)
+
+    def snapshot_or_rollback(self, kind: str) -> Op:
+        """A snapshot (its own data token), or a rollback, mostly to the latest
+        snapshot, now and then past it (``-r``); with none taken yet, a snapshot."""
+        r = self.rng
+        if kind == "rollback" and self.snaps:
+            at = len(self.snaps) - 1 if r.random() < 0.75 else r.randrange(len(self.snaps))
+            token, self.size = self.snaps[at]
+            del self.snaps[at + 1:]
+            return Op("rollback", data=token)
+        token = self.next_token()
+        self.snaps.append((token, self.size))
+        return Op("snapshot", data=token)
 
     def clone(self) -> Op:
         """FICLONERANGE: whole records where they fit (what OpenZFS can clone),
@@ -241,7 +263,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         g.size = min(file_size_max, rng.choice((0, 4196, 12000, 40000, 3 * PAGE, g.rec + 1000,
                                                 file_size_max // 2)))
     init = g.size
-    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k not in BLOCKDEV_SKIP)]
+    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k not in BLOCKDEV_SKIP)
+             and (ch.zfs_ops or k not in ZFS_OPS)]
     if not kinds:
         raise ValueError(f"choices.ops {ch.ops} leaves no op for a {target}: "
                          f"pick from {', '.join(OP_WEIGHTS)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from suite.explore.ops import Sequence
+from suite.explore.ops import ZFS_OPS, Sequence
 
 STATES = ("ok", "failed", "no-result")
 
@@ -95,7 +95,8 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
                                                else "did NOT fail again (flaky?)"))
     lines += ["", seq.render(mark=verdict.failed_at), "",
               "replay in a guest with the build loaded (the dataset set as above):",
-              f"  python -m suite.ioengine explore-run {replay_file} --file /POOL/DATASET/x.bin"]
+              f"  python -m suite.ioengine explore-run {replay_file} --file /POOL/DATASET/x.bin"
+              + (" --zfs-dataset POOL/DATASET" if any(o.op in ZFS_OPS for o in seq.ops) else "")]
     if verdict.einval or verdict.unsupported or verdict.refused:
         lines.append(f"allowed on the way: EINVAL at ops {verdict.einval}; refused (racing "
                      f"writes, EIO) at ops {verdict.refused}; unsupported: "

@@ -10,7 +10,7 @@ from typing import Any
 
 # One list of interfaces and buffer sources: the guest's, which parses them.
 from suite.ioengine.explore_io import SOURCES as BUF_SOURCES
-from suite.ioengine.explore_ops import IFACES, Step
+from suite.ioengine.explore_ops import IFACES, ZFS_OPS, Step
 
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
@@ -19,8 +19,10 @@ RANGE_OPS = ("mmap_read", "mmap_write", "punch_hole", "zero_range", "copy_range"
 # The source file's bytes moved by the kernel: a block clone, sendfile, splice.
 TRANSFER_OPS = ("clone_range", "sendfile", "splice")
 SYNC_OPS = ("fsync", "fdatasync", "syncfs")
-# Every op the generator may emit (the guest also has "tamper", a self-test hook).
-OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ("evict", "verify")
+# Every op the generator may emit (the guest also has "tamper", a self-test hook);
+# ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
+OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
+    ("evict", "verify")
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 
@@ -33,6 +35,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "copy_range": ("off", "len", "src_off"), "clone_range": ("off", "len", "src_off"),
     "sendfile": ("direct", "off", "len", "src_off"), "splice": ("direct", "off", "len", "src_off"),
     "truncate": ("size",), "tamper": ("off", "len"),
+    "snapshot": ("data",), "rollback": ("data",),     # rollback: to the snapshot of that data
 }
 
 

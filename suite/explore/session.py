@@ -11,6 +11,10 @@ Every run goes through ``python -m suite.ioengine explore-run
 replays them; the sequences themselves are kept as ``engine/<name>.seq.json``
 with the engine's output beside them (``<name>.results.jsonl``).
 
+Under :class:`Conditions` the engine also gets the dataset and the build's
+``zfs``/``zpool`` (:class:`GuestZfs`, ``--zfs-dataset ...``), and the generator
+adds snapshots, rollbacks and ``zpool sync`` to what it picks.
+
 Ops whose buffer races may leave ``dio_verify_wr``/``dio_verify_rd`` ereports
 with nothing wrong (``Step.may_leave``): before a sequence with such ops runs,
 they are declared for the case's after-case judges (``Conditions.declare``), so
@@ -21,12 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from suite.errors import GuestError, KernelTripped
 from suite.explore.gen import Choices, generate, sequence_seed
@@ -86,7 +91,37 @@ class RunOutput:
 
 
 class SequenceRunner(Protocol):
-    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput: ...
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
+                     extra: Iterable[str] = ()) -> RunOutput: ...
+
+
+@dataclass(frozen=True)
+class GuestZfs:
+    """What the guest engine needs for the ZFS ops: the dataset the targets live
+    on, the build's ``zfs`` and ``zpool`` programs and the library directory
+    they need. Given as plain paths (``--zfs-cmd PATH``), so a reproducer's
+    translation of the build's commands to bare ``zfs``/``zpool`` applies."""
+    dataset: str
+    zfs: str
+    zpool: str
+    libdir: str | None = None
+
+    @classmethod
+    def from_commands(cls, dataset: str, zfs_cmd: str, zpool_cmd: str) -> "GuestZfs":
+        """From ``Zfs.cmd()``'s shell prefixes, ``[LD_LIBRARY_PATH=DIR ]PROGRAM``."""
+        (zfs, zlib), (zpool, plib) = _program(zfs_cmd), _program(zpool_cmd)
+        return cls(dataset, zfs, zpool, zlib or plib)
+
+    def engine_args(self) -> list[str]:
+        return ["--zfs-dataset", self.dataset, "--zfs-cmd", self.zfs, "--zpool-cmd", self.zpool,
+                *(["--zfs-libdir", self.libdir] if self.libdir else [])]
+
+
+def _program(cmd: str) -> tuple[str, str | None]:
+    """(program, LD_LIBRARY_PATH or None) of a shell prefix ``[NAME=VALUE ...] PROGRAM``."""
+    words = shlex.split(cmd)
+    env = dict(w.split("=", 1) for w in words[:-1] if "=" in w)
+    return words[-1], env.get("LD_LIBRARY_PATH")
 
 
 class GuestRunner:
@@ -97,7 +132,8 @@ class GuestRunner:
         self.engine = engine
         self._ready = False
 
-    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput:
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
+                     extra: Iterable[str] = ()) -> RunOutput:
         guest, scale = self.engine.guest, self.engine.scale
         if not self._ready:
             guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * scale)
@@ -106,7 +142,7 @@ class GuestRunner:
         guest.put(seq_file, remote)
         out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
         try:
-            r = guest.run(self.engine.command("explore-run", remote, "--file", target),
+            r = guest.run(self.engine.command("explore-run", remote, "--file", target, *extra),
                           timeout=timeout_s * scale, check=False)
         except GuestError as e:         # a kernel report, a hang past the deadline, ...
             partial = getattr(e, "partial_stdout", "") or ""
@@ -128,10 +164,11 @@ class LocalRunner:
         self.root = Path(__file__).resolve().parents[2]
         self.extra = list(extra)        # more explore-run arguments (a self-test hook)
 
-    def run_sequence(self, seq_file: Path, target: str, timeout_s: float) -> RunOutput:
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
+                     extra: Iterable[str] = ()) -> RunOutput:
         p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(seq_file),
-                            "--file", target, *self.extra], cwd=self.root, capture_output=True,
-                           text=True, timeout=timeout_s)
+                            "--file", target, *self.extra, *extra], cwd=self.root,
+                           capture_output=True, text=True, timeout=timeout_s)
         out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
         out.write_text(p.stdout)
         return RunOutput(parse_lines(p.stdout), p.returncode, p.stderr)
@@ -205,18 +242,26 @@ Declare = Callable[[str, set[str]], None]
 class Explorer:
     """One exploration: its runner, where its files go, what it may pick, how a
     sequence's conditions are put in place, where what its ops may leave is
-    declared (``declare(why, ereports)``; under :class:`Conditions`, the case's),
-    and every run it made."""
+    declared (``declare(why, ereports)``), the guest's ZFS commands for the ZFS
+    ops (``zfs``; both default to what :class:`Conditions` knows), and every
+    run it made."""
 
     def __init__(self, runner: SequenceRunner, settings: Settings, choices: Choices,
                  configure: Callable[[Sequence], None] = lambda seq: None,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print,
-                 declare: Declare | None = None):
-        self.runner, self.s, self.choices = runner, settings, choices
+                 declare: Declare | None = None, zfs: GuestZfs | None = None):
+        self.runner, self.s = runner, settings
         self.configure, self.clock, self.log = configure, clock, log
-        if declare is None and isinstance(configure, Conditions):
-            declare = configure.declare
-        self.declare = declare
+        if isinstance(configure, Conditions):
+            declare = declare or configure.declare
+            zfs = zfs or configure.guest_zfs()
+        self.declare, self.zfs = declare, zfs
+        if choices.zfs_ops and zfs is None:
+            raise ValueError("choices.zfs_ops asks for snapshots and rollbacks, but the "
+                             "session has no ZFS commands for the guest (give zfs=GuestZfs)")
+        wanted = choices.zfs_ops            # None: as the session can
+        self.choices = replace(choices, zfs_ops=(zfs is not None) if wanted is None else wanted)
+        self.engine_args = zfs.engine_args() if zfs is not None else []
         self.declared: set[str] = set()
         if settings.target != "file":
             raise ValueError(f"the session explores files (a fresh one per run), not "
@@ -236,7 +281,7 @@ class Explorer:
         self.configure(seq)
         self.declare_leaves(seq)
         out = self.runner.run_sequence(seq_file, f"{self.s.workdir}/{name}.bin",
-                                       self.s.seq_timeout_s)
+                                       self.s.seq_timeout_s, self.engine_args)
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
         self.last[seq.key()] = v
         return v
@@ -322,10 +367,11 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
             choices: Choices | None = None,
             configure: Callable[[Sequence], None] = lambda seq: None,
             clock: Callable[[], float] = time.monotonic,
-            log: Callable[[str], None] = print, declare: Declare | None = None) -> ExploreResult:
+            log: Callable[[str], None] = print, declare: Declare | None = None,
+            zfs: GuestZfs | None = None) -> ExploreResult:
     """Explore until the budget is spent or a finding is made (and shrunk)."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log,
-                    declare).run(master_seed, budget)
+                    declare, zfs).run(master_seed, budget)
 
 
 class Conditions:
@@ -350,6 +396,11 @@ class Conditions:
     def declare(self, why: str, ereports: set[str]) -> None:
         """What the sequences' ops may leave, for the case's after-case judges."""
         self.zfs.leaves.add(why, ereports=ereports)
+
+    def guest_zfs(self) -> GuestZfs:
+        """The dataset and the build's commands, for the engine's ZFS ops."""
+        return GuestZfs.from_commands(self.dataset.name, self.zfs.cmd("zfs"),
+                                      self.zfs.cmd("zpool"))
 
 
 def dataset_props(zfs_guest: Any, name: str) -> set[str]:

@@ -22,7 +22,9 @@ and ``{"event": "explore-done", "ok": ..., "failed_at": N|null, "kind": ...,
 
 Exit: 0 every op ok, 1 an op failed, 2 the sequence cannot be read, 4 the
 target cannot be set up. A passing run removes its target and scratch files
-(``--keep`` keeps them); a failing one leaves them for inspection.
+(``--keep`` keeps them); a failing one leaves them for inspection. Snapshots
+the run took (``--zfs-dataset``: see :mod:`.explore_zfs`) are destroyed either
+way, unless ``--keep``: shrinking replays a sequence many times.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ import time
 from typing import Any
 
 from .content import pattern
-from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step
+from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step, destroy_snapshots
+from .explore_zfs import ZfsTools
 from .explore_io import Target
 from .plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from .trials import emit
@@ -91,7 +94,7 @@ def tamper_hook(ctx: Ctx, step: Step, o: Outcome, token: int | None) -> None:
 
 def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
                  blockdev: bool, timeout_s: float, keep: bool,
-                 tamper_data: int | None = None) -> int:
+                 tamper_data: int | None = None, zfs: ZfsTools | None = None) -> int:
     seed = int(seq.get("seed", 0))
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
     try:
@@ -104,7 +107,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     source = b""
     if any(s.op in SOURCE_OPS for s in steps):
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
-    ctx = Ctx(target, Model(init), seed, source)
+    ctx = Ctx(target, Model(init), seed, source, zfs)
     t0 = time.monotonic()
     failed: tuple[int, Outcome] | None = None
     seen: dict[str, list[int]] = {"einval": [], "unsupported": [], "refused": [], "skipped": []}
@@ -132,6 +135,8 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                             "direct": target.no_direct or "open", **seen,
                             "elapsed_s": round(time.monotonic() - t0, 3)}
     emit(done)
+    if not keep and (problems := destroy_snapshots(ctx)):   # failing or not: they pile up
+        emit({"event": "cleanup", "errors": problems})
     if failed is None and not keep:
         for p in ([] if blockdev else [path]) + [target.shm_path, target.src_path]:
             if os.path.exists(p):
@@ -149,8 +154,12 @@ def cmd_explore_run(args: argparse.Namespace) -> int:
         emit({"event": "error", "stage": "sequence",
               "error": "--blockdev needs --scratch PREFIX (scratch files on the dataset)"})
         return EXIT_USAGE
+    zfs = None
+    if args.zfs_dataset:
+        zfs = ZfsTools(args.zfs_dataset, args.zfs_cmd, args.zpool_cmd, args.zfs_libdir,
+                       args.op_timeout)
     return run_sequence(seq, steps, args.file, args.scratch or args.file, args.blockdev,
-                        args.op_timeout, args.keep, args.tamper_after_data)
+                        args.op_timeout, args.keep, args.tamper_after_data, zfs)
 
 
 def add_commands(sub: Any) -> None:
@@ -163,8 +172,17 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--scratch", default=None, metavar="PREFIX",
                    help="scratch files PREFIX.src and PREFIX.shm (default: the target's path)")
     e.add_argument("--op-timeout", type=float, default=DEFAULT_OP_TIMEOUT_S,
-                   help="seconds an async request may take before it is a hang")
-    e.add_argument("--keep", action="store_true", help="keep the files of a passing run")
+                   help="seconds an async request or a ZFS command may take before it is a hang")
+    e.add_argument("--keep", action="store_true",
+                   help="keep the files of a passing run (and every run's snapshots)")
+    z = e.add_argument_group("the ZFS ops (snapshot, rollback, txg_sync); without "
+                             "--zfs-dataset they are unsupported")
+    z.add_argument("--zfs-dataset", default=None, metavar="NAME",
+                   help="the dataset the target lives on")
+    z.add_argument("--zfs-cmd", default="zfs", metavar="PATH", help="the build's zfs")
+    z.add_argument("--zpool-cmd", default="zpool", metavar="PATH", help="the build's zpool")
+    z.add_argument("--zfs-libdir", default=None, metavar="DIR",
+                   help="LD_LIBRARY_PATH for them (the build's .libs)")
     e.add_argument("--tamper-after-data", type=int, default=None, metavar="TOKEN",
                    help="self-test hook: after the write of data TOKEN, overwrite its first "
                         "byte behind the model's back (a later read must fail)")

@@ -228,19 +228,33 @@ class Target:
 
     def __init__(self, path: str, scratch: str, blockdev: bool, timeout_s: float) -> None:
         self.path, self.blockdev, self.timeout_s = path, blockdev, timeout_s
-        flags = os.O_RDWR | (0 if blockdev else os.O_CREAT | os.O_TRUNC)
-        self.fd = os.open(path, flags, 0o644)
-        self.dfd: int | None = None
-        self.no_direct = ""
-        try:
-            self.dfd = os.open(path, os.O_RDWR | os.O_DIRECT)
-        except OSError as e:
-            self.no_direct = f"O_DIRECT open refused: {errno_mod.errorcode.get(e.errno, e.errno)}"
+        self._open(create=not blockdev)
         self.shm_path, self.src_path = scratch + ".shm", scratch + ".src"
         self.src_fd: int | None = None
         self.queues: dict[str, LibaioQueue | IoUringQueue] = {}
         self.hung = False
         self._tag = 0
+
+    def _open(self, create: bool) -> None:
+        """The buffered descriptor (created and truncated: a fresh file) and the O_DIRECT one."""
+        self.fd = os.open(self.path, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0),
+                          0o644)
+        self.dfd: int | None = None
+        self.no_direct = ""
+        try:
+            self.dfd = os.open(self.path, os.O_RDWR | os.O_DIRECT)
+        except OSError as e:
+            self.no_direct = f"O_DIRECT open refused: {errno_mod.errorcode.get(e.errno, e.errno)}"
+
+    def reopen(self) -> None:
+        """Close everything and open the target again, as it is now (after a
+        rollback the files changed under the descriptors, the queues' registered
+        files with them); the source file is written again when next needed,
+        since a rollback may have taken it away."""
+        self._close_all()
+        self.queues.clear()
+        self.src_fd = None
+        self._open(create=False)
 
     def open_source(self, data: bytes) -> int:
         """The copy_file_range source: a scratch file holding ``data``."""
@@ -293,6 +307,9 @@ class Target:
         return make_queue(iface, 4)
 
     def close(self) -> None:
+        self._close_all()
+
+    def _close_all(self) -> None:
         if not self.hung:
             for q in self.queues.values():
                 q.close()

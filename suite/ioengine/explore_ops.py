@@ -10,8 +10,8 @@ that cannot be shared with EINVAL), ``skipped``
 (nothing to do: an mmap past EOF) or ``failed`` with a ``kind``:
 ``wrong-bytes``, ``short`` (a count short of EOF), ``overrun`` (the kernel wrote
 past the buffer), ``size`` (st_size is not the model's), ``paths-disagree``
-(O_DIRECT, buffered and mmap reads differ), ``hang`` (an async request never
-completed) or ``error:<ERRNO>``.
+(O_DIRECT, buffered and mmap reads differ), ``hang`` (an async request or a
+ZFS command never returned), ``zfs-command`` (one failed) or ``error:<ERRNO>``.
 
 An op whose buffer races (``buf: "racing"``) says in its line which ereports it
 may leave (``leaves``), so the host declares them for the case's after-case
@@ -31,10 +31,12 @@ from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZE
                          SOURCES, UNSUPPORTED, IoBuffer, Target, fallocate, syncfs)
 from .explore_race import RACING_LEAVES, Racer, landed
 from .explore_xfer import clone_range, copy_range, sendfile_into, splice_into
+from .explore_zfs import Snap, ZfsTools
 from .plan import DIO_ALIGN, PAGE, errno_name
 
 IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
 SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
+ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
 TAMPER_BYTE = 0x5A
 
 
@@ -141,6 +143,8 @@ class Ctx:
     model: Model
     seed: int
     source: bytes                   # the scratch source file's bytes (SOURCE_OPS)
+    zfs: ZfsTools | None = None     # the guest's ZFS commands (ZFS_OPS), if given
+    snaps: list[Snap] = field(default_factory=list)     # this run's, oldest first
 
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""
@@ -501,6 +505,77 @@ def op_clone_range(ctx: Ctx, s: Step) -> Outcome:
     return Outcome(res=s.len)
 
 
+def _no_zfs(ctx: Ctx, s: Step) -> Outcome | None:
+    if ctx.zfs is None:
+        return Outcome("unsupported", why=f"{s.op}: no --zfs-dataset (the guest's ZFS "
+                       "commands) given")
+    if ctx.target.blockdev:
+        return Outcome("unsupported", why=f"{s.op}: the target is a block device")
+    return None
+
+
+def _zfs_command(ctx: Ctx, tool: str, *args: str) -> Outcome | None:
+    """Run a ZFS command: None when it succeeded, else the failure (a hang when
+    it did not return: the target is then left alone, like a request in flight)."""
+    assert ctx.zfs is not None
+    r = ctx.zfs.run(tool, *args)
+    if r.rc is None:
+        ctx.target.hung = True
+        return failed("hang", f"{r.line} did not return within {ctx.zfs.timeout_s}s")
+    if r.rc:
+        return failed("zfs-command", f"{r.line}: exit {r.rc}: {r.err.strip()[-300:]}")
+    return None
+
+
+def op_snapshot(ctx: Ctx, s: Step) -> Outcome:
+    """Snapshot the target's dataset; the model now is what a rollback to it restores."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    assert ctx.zfs is not None
+    name = ctx.zfs.snapshot_name(len(ctx.snaps))
+    if (o := _zfs_command(ctx, "zfs", "snapshot", name)) is not None:
+        return o
+    ctx.snaps.append(Snap(s.data, name, bytes(ctx.model.data)))
+    return Outcome(extra={"snapshot": name})
+
+
+def op_rollback(ctx: Ctx, s: Step) -> Outcome:
+    """Roll the dataset back to the snapshot of data token ``data`` (``-r``:
+    the later ones go), the model with it; the target is opened again."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    at = next((i for i in reversed(range(len(ctx.snaps))) if ctx.snaps[i].tag == s.data), None)
+    if at is None:
+        return Outcome("skipped", why=f"no snapshot of data {s.data} in this run")
+    snap = ctx.snaps[at]
+    if (o := _zfs_command(ctx, "zfs", "rollback", "-r", snap.name)) is not None:
+        return o
+    del ctx.snaps[at + 1:]
+    ctx.model = Model(snap.model)
+    ctx.target.reopen()
+    return Outcome(extra={"snapshot": snap.name})
+
+
+def op_txg_sync(ctx: Ctx, s: Step) -> Outcome:
+    """``zpool sync``: the pool's open transaction group written out now."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    assert ctx.zfs is not None
+    return _zfs_command(ctx, "zpool", "sync", ctx.zfs.pool) or Outcome()
+
+
+def destroy_snapshots(ctx: Ctx) -> list[str]:
+    """Destroy the run's snapshots, newest first; the commands that failed."""
+    problems: list[str] = []
+    while ctx.zfs is not None and ctx.snaps and not ctx.target.hung:
+        r = ctx.zfs.run("zfs", "destroy", ctx.snaps.pop().name)
+        if r.rc is None:
+            ctx.target.hung = True          # the next would hang too
+        if r.rc != 0:
+            problems.append(f"{r.line}: {'hang' if r.rc is None else r.err.strip()[-200:]}")
+    return problems
+
+
 def op_fsync(ctx: Ctx, s: Step) -> Outcome:
     os.fsync(ctx.target.fd)
     return Outcome()
@@ -605,6 +680,7 @@ OPS: dict[str, Callable[[Ctx, Step], Outcome]] = {
     "mmap_read": op_mmap_read, "mmap_write": op_mmap_write, "truncate": op_truncate,
     "punch_hole": op_punch_hole, "zero_range": op_zero_range, "copy_range": op_copy_range,
     "clone_range": op_clone_range, "sendfile": op_sendfile, "splice": op_splice,
+    "snapshot": op_snapshot, "rollback": op_rollback, "txg_sync": op_txg_sync,
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper,
 }
