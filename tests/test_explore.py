@@ -866,6 +866,18 @@ def test_rollbacks_go_to_a_snapshot_taken_before_them():
                    for o in generate(s, 80, "blockdev", MIB, Choices(zfs_ops=True)).ops)
 
 
+def test_the_kept_corpus_still_loads_and_runs_here(ddir: Path):
+    """cases/explore_corpus/*.json (format version 1) read as they were written,
+    by the host and by the engine, and replay on this machine's disk."""
+    corpus = sorted((REPO / "cases" / "explore_corpus").glob("*.json"))
+    assert corpus
+    for p in corpus:
+        seq = Sequence.from_json(p.read_text())
+        assert seq.to_json() == p.read_text()                     # nothing added or lost
+        rc, lines = run_engine(ddir, seq, f"corpus-{p.stem}")
+        assert rc == 0 and lines[-1]["ok"], lines[-1]
+
+
 def test_a_malformed_sequence_is_a_usage_error(ddir: Path):
     rc, lines = run_engine(ddir, {"seed": 1, "ops": [{"op": "frobnicate"}]}, "bad", ok=(2,))
     assert lines[-1]["event"] == "error" and "unknown op" in lines[-1]["error"]
