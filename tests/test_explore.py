@@ -130,7 +130,8 @@ def test_render():
         "clone_range off=0 len=131072 src_off=262144"
     assert Op("splice", direct=True, off=4096, len=8192, src_off=0).render() == \
         "splice O_DIRECT off=4096 len=8192 src_off=0"
-    assert Op("sendfile", off=1, len=2, src_off=3).render() == "sendfile buffered off=1 len=2 src_off=3"
+    assert Op("sendfile", off=1, len=2, src_off=3).render() == \
+        "sendfile buffered off=1 len=2 src_off=3"
     assert Op("mmap_write", off=1, len=2, data=3).render() == "mmap_write off=1 len=2 data=3"
     assert Op("punch_hole", off=4096, len=100).render() == "punch_hole off=4096 len=100"
     assert Op("fdatasync").render() == "fdatasync"
@@ -539,8 +540,8 @@ def test_eio_is_allowed_only_for_a_racing_write(monkeypatch, tmp_path: Path):
     ctx = _racing_ctx(tmp_path, bytes(16384))
     try:
         monkeypatch.setattr(ctx.target, "issue", lambda *a: (-errno.EIO, errno.EIO, "syscall"))
-        monkeypatch.setattr(explore_ops, "settle_racing_write",
-                            lambda c, s, refused: explore_ops.Outcome("refused" if refused else "ok"))
+        monkeypatch.setattr(explore_ops, "settle_racing_write", lambda c, s, refused:
+                            explore_ops.Outcome("refused" if refused else "ok"))
         racing = explore_ops.Step("pwrite", off=0, len=4096, buf="racing", data=1)
         assert explore_ops.op_write(ctx, racing).outcome == "refused"
         plain = dataclasses.replace(racing, buf="anon")

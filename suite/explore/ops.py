@@ -12,6 +12,9 @@ from typing import Any
 from suite.ioengine.explore_io import SOURCES as BUF_SOURCES
 from suite.ioengine.explore_ops import IFACES, ZFS_OPS, Step
 
+__all__ = ["BUF_SOURCES", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+           "SYNC_OPS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
+
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
 IO_OPS = READS + WRITES
