@@ -257,7 +257,8 @@ class Target:
         self._open(create=False)
 
     def open_source(self, data: bytes) -> int:
-        """The copy_file_range source: a scratch file holding ``data``."""
+        """The source of copy_file_range, FICLONERANGE, sendfile and splice: a
+        scratch file holding ``data``, written (and synced) when first needed."""
         if self.src_fd is None:
             fd = os.open(self.src_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             view = memoryview(data)
