@@ -409,7 +409,8 @@ def _selection(config: pytest.Config, terminalreporter) -> str:
     return selection_record(
         collected=getattr(terminalreporter, "_numcollected", None),
         deselected=len(terminalreporter.stats.get("deselected", [])),
-        k=opt("keyword"), m=opt("markexpr"), shard=opt("shard"), accel=opt("accel"),
+        k=opt("keyword"), m=opt("markexpr"), shard=opt("shard"),
+        accel=opt("accel") if opt("accel") != "auto" else None,
         tier=f"{resolved[0]}: {resolved[1]}" if resolved else opt("tier"),
         trials=opt("trials") or f"default ({_default_trials()})", build=" ".join(build),
         seconds=round(time.time() - started, 1) if started else None)

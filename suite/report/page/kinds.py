@@ -15,14 +15,18 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from suite.errors import SuiteError
 from suite.report.page.disk import (build_row, case_from_junit, case_from_verdict,
                                     fill_from_folder, is_session, junit_cases, junit_seconds,
                                     minutes, read_json, session_label, sessions_under,
                                     trial_count, verdicts)
-from suite.report.page.sections import all_sections, phrase
 from suite.report.page.model import Case, Grid, Page, Section, SideResult, Verdict
+from suite.report.page.sections import all_sections, phrase
+
+if TYPE_CHECKING:
+    from suite.report.gate import GateRun
 
 SELECTION_FILE = "selection.json"
 
@@ -122,7 +126,7 @@ GATE_STATUS = {"regression": "fail", "inconclusive": "inconclusive", "flaky": "f
                "still failing": "known"}
 
 
-def gate(g) -> Page:
+def gate(g: GateRun) -> Page:
     """The gate's page from its run (``suite.report.gate.GateRun``)."""
     from suite.report.gate import verdict
     code, text = verdict(g.classes)
