@@ -591,7 +591,7 @@ def test_the_shrinker_takes_the_race_and_the_registration_away_when_it_can():
 
 def _fixed_queue(fds: list[int]):
     """A FixedIoUringQueue, or a skip saying what this kernel refused."""
-    from suite.ioengine.queues import FixedIoUringQueue
+    from suite.ioengine.queues_fixed import FixedIoUringQueue
     try:
         return FixedIoUringQueue(4, fds)
     except OSError as e:
@@ -599,7 +599,7 @@ def _fixed_queue(fds: list[int]):
 
 
 def test_io_uring_fixed_issues_fixed_opcodes_on_registered_files_and_buffers(ddir: Path):
-    from suite.ioengine import queues
+    from suite.ioengine import queues, queues_fixed
     from suite.ioengine.explore_io import IoBuffer
     f = ddir / "fixed.bin"
     fd = os.open(f, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -615,9 +615,9 @@ def test_io_uring_fixed_issues_fixed_opcodes_on_registered_files_and_buffers(ddi
         assert q.submit([w1, w3]) == 2
         # one segment: WRITE_FIXED on registered buffer 0 of registered file 1 (dfd);
         # three: WRITEV, with plain buffers, on registered file 0 (fd)
-        assert q._sqe(w1) == (queues.IORING_OP_WRITE_FIXED, queues.IOSQE_FIXED_FILE, 1,
+        assert q._sqe(w1) == (queues_fixed.IORING_OP_WRITE_FIXED, queues_fixed.IOSQE_FIXED_FILE, 1,
                               one.addrs[0], 8192, 0)
-        assert q._sqe(w3) == (queues.IORING_OP_WRITEV, queues.IOSQE_FIXED_FILE, 0,
+        assert q._sqe(w3) == (queues.IORING_OP_WRITEV, queues_fixed.IOSQE_FIXED_FILE, 0,
                               three.iov_addr, 3, 0)
         got = dict(q.reap(2, 4, 10.0))
         assert got == {1: 8192, 2: 12288} and not q._registered      # unregistered after

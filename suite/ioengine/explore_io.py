@@ -2,7 +2,7 @@
 (buffered and O_DIRECT, opened separately), and one request issued sync, through
 libaio, through io_uring, or through io_uring with the target's descriptors and
 the request's buffer registered (``io_uring_fixed``; the queues of
-:mod:`suite.ioengine.queues`).
+:mod:`suite.ioengine.queues` and :mod:`suite.ioengine.queues_fixed`).
 
 Buffer sources (``buf`` of an op):
 
@@ -30,8 +30,9 @@ import time
 from typing import Any, Callable
 
 from .plan import CANARY, DIO_ALIGN, PAGE, Segment
-from .queues import (ABANDONED, FixedIoUringQueue, IoOp, IoUringQueue, IoVec, LibaioQueue,
-                     RegisterError, SegmentBuffers, make_queue, round_up, sys_)
+from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
+                     make_queue, round_up, sys_)
+from .queues_fixed import FixedIoUringQueue, RegisterError
 
 HUGE = 2 << 20
 SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing")
