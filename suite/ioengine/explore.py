@@ -35,8 +35,8 @@ import time
 from typing import Any
 
 from .content import pattern
-from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step, destroy_snapshots
-from .explore_zfs import ZfsTools
+from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step
+from .explore_zfs import ZfsTools, destroy_snapshots
 from .explore_io import Target
 from .plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from .trials import emit

@@ -1,17 +1,11 @@
-"""Explore, the ops: the byte model of the target, one small function per op
-kind (registered in :data:`OPS`), and the rule each outcome is judged by.
-
-Every op leaves an :class:`Outcome`: ``ok`` (done, and what it read equals the
-model), ``einval`` (a misaligned O_DIRECT request refused with EINVAL: allowed),
-``unsupported`` (the filesystem or kernel lacks it: EOPNOTSUPP and kin; O_DIRECT
-refused at open), ``refused`` (declined in a way the op allows: a write from a
-racing buffer failing Direct I/O write verification with EIO, a clone of blocks
-that cannot be shared with EINVAL), ``skipped``
-(nothing to do: an mmap past EOF) or ``failed`` with a ``kind``:
-``wrong-bytes``, ``short`` (a count short of EOF), ``overrun`` (the kernel wrote
-past the buffer), ``size`` (st_size is not the model's), ``paths-disagree``
-(O_DIRECT, buffered and mmap reads differ), ``hang`` (an async request or a
-ZFS command never returned), ``zfs-command`` (one failed) or ``error:<ERRNO>``.
+"""Explore, the ops: one small function per op kind (registered in
+:data:`OPS`), the :class:`Step` each runs, and the rule each outcome is judged
+by (the outcomes, the byte model and the shared checks: :mod:`.explore_model`).
+Here: reads and writes through an interface (sync, libaio, io_uring, io_uring
+with registered files and buffers), the kernel moving the source file's bytes
+into the target (``copy_range``, ``clone_range``, ``sendfile``, ``splice``) and
+``verify``; the ops on the file itself are :mod:`.explore_file`, those that run
+the guest's ZFS commands :mod:`.explore_zfs`.
 
 An op whose buffer races (``buf: "racing"``) says in its line which ereports it
 may leave (``leaves``), so the host declares them for the case's after-case
@@ -23,21 +17,22 @@ import contextlib
 import errno as errno_mod
 import mmap
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, ContextManager
 
-from .content import compare, pattern
-from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
-                         SOURCES, UNSUPPORTED, IoBuffer, Target, fallocate, syncfs)
+from .content import compare
+from .explore_file import (op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
+                           op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
+from .explore_io import SOURCES, UNSUPPORTED, IoBuffer
+from .explore_model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
 from .explore_race import RACING_LEAVES, Racer, landed
 from .explore_xfer import clone_range, copy_range, sendfile_into, splice_into
-from .explore_zfs import Snap, ZfsTools
-from .plan import DIO_ALIGN, PAGE, errno_name
+from .explore_zfs import op_rollback, op_snapshot, op_txg_sync
+from .plan import DIO_ALIGN, errno_name
 
 IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
 SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
 ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
-TAMPER_BYTE = 0x5A
 
 
 @dataclass(frozen=True)
@@ -80,90 +75,6 @@ class Step:
         if self.op in ("pwrite", "pwritev"):
             return RACING_LEAVES["write"]
         return RACING_LEAVES["read"] if self.op in ("pread", "preadv") else ()
-
-
-class Model:
-    """What the target must hold: its bytes (holes are zeros) and so its size."""
-
-    def __init__(self, data: bytes = b"") -> None:
-        self.data = bytearray(data)
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def write(self, offset: int, data: bytes) -> None:
-        if offset > self.size:
-            self.data.extend(bytes(offset - self.size))
-        self.data[offset:offset + len(data)] = data
-
-    def resize(self, size: int) -> None:
-        if size < self.size:
-            del self.data[size:]
-        else:
-            self.data.extend(bytes(size - self.size))
-
-    def zero(self, offset: int, length: int) -> None:
-        end = min(self.size, offset + length)
-        if offset < end:
-            self.data[offset:end] = bytes(end - offset)
-
-    def read(self, offset: int, length: int) -> bytes:
-        return bytes(self.data[offset:offset + length])
-
-
-@dataclass
-class Outcome:
-    outcome: str = "ok"             # ok | einval | unsupported | refused | skipped | failed
-    kind: str | None = None         # for failed: wrong-bytes, short, error:EIO, ...
-    why: str | None = None
-    res: int | None = None
-    errname: str | None = None
-    first_wrong_byte: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome != "failed"
-
-
-def failed(kind: str, why: str, **kw: Any) -> Outcome:
-    return Outcome("failed", kind, why, **kw)
-
-
-def error(err: int, where: str, res: int | None = None) -> Outcome:
-    name = errno_name(err) or str(err)
-    return failed(f"error:{name}", f"{where}: {name} ({os.strerror(err)})", res=res,
-                  errname=name)
-
-
-@dataclass
-class Ctx:
-    target: Target
-    model: Model
-    seed: int
-    source: bytes                   # the scratch source file's bytes (SOURCE_OPS)
-    zfs: ZfsTools | None = None     # the guest's ZFS commands (ZFS_OPS), if given
-    snaps: list[Snap] = field(default_factory=list)     # this run's, oldest first
-
-    def data(self, token: int, offset: int, length: int) -> bytes:
-        """What a write with data token ``token`` lays down at ``offset``."""
-        return pattern(f"{self.seed}:w{token}", offset, length)
-
-    def race_data(self, token: int, offset: int, length: int) -> bytes:
-        """The other content a racing buffer of data token ``token`` flips to."""
-        return pattern(f"{self.seed}:r{token}", offset, length)
-
-
-def check_bytes(got: bytes, model: Model, offset: int, where: str) -> Outcome | None:
-    """None when ``got`` equals the model at ``offset``; else the failure."""
-    c = compare(got, model.read(offset, len(got)), offset)
-    if not c.wrong_bytes:
-        return None
-    sample = c.wrong_sample or {}
-    return failed("wrong-bytes", f"{where}: {c.wrong_bytes} wrong bytes, the first at "
-                  f"{c.first_wrong_byte} ({c.wrong_kind}: got {sample.get('got')} expected "
-                  f"{sample.get('expected')})", first_wrong_byte=c.first_wrong_byte)
 
 
 def _direct_fd_missing(ctx: Ctx, s: Step) -> Outcome | None:
@@ -355,83 +266,6 @@ def settle_racing_write(ctx: Ctx, s: Step, refused: bool) -> Outcome:
     return Outcome(res=s.len, extra={"landed": land.pieces})
 
 
-def _size_mismatch(ctx: Ctx, where: str) -> Outcome | None:
-    """A file whose st_size is not the model's (checked before mapping it: a
-    page past the real EOF would kill the engine with SIGBUS)."""
-    if ctx.target.blockdev:
-        return None
-    size = os.fstat(ctx.target.fd).st_size
-    if size != ctx.model.size:
-        return failed("size", f"{where}: st_size {size}, the model says {ctx.model.size}")
-    return None
-
-
-def _mapped_range(ctx: Ctx, s: Step) -> tuple[int, int] | None:
-    """The op's range cut at EOF (an mmap cannot reach past it), or None."""
-    if s.off >= ctx.model.size:
-        return None
-    return s.off, min(s.len, ctx.model.size - s.off)
-
-
-def op_mmap_read(ctx: Ctx, s: Step) -> Outcome:
-    rng = _mapped_range(ctx, s)
-    if rng is None:
-        return Outcome("skipped", why=f"past EOF ({ctx.model.size})")
-    if (bad := _size_mismatch(ctx, "before mmap")) is not None:
-        return bad
-    off, n = rng
-    start = off - off % PAGE
-    with mmap.mmap(ctx.target.fd, off + n - start, flags=mmap.MAP_SHARED,
-                   prot=mmap.PROT_READ, offset=start) as m:
-        got = m[off - start:off - start + n]
-    return check_bytes(got, ctx.model, off, "mmap read") or Outcome(res=n)
-
-
-def op_mmap_write(ctx: Ctx, s: Step) -> Outcome:
-    rng = _mapped_range(ctx, s)
-    if rng is None:
-        return Outcome("skipped", why=f"past EOF ({ctx.model.size})")
-    if (bad := _size_mismatch(ctx, "before mmap")) is not None:
-        return bad
-    off, n = rng
-    start = off - off % PAGE
-    data = ctx.data(s.data, off, n)
-    with mmap.mmap(ctx.target.fd, off + n - start, flags=mmap.MAP_SHARED,
-                   prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start) as m:
-        m[off - start:off - start + n] = data
-        m.flush()                               # msync(MS_SYNC)
-    ctx.model.write(off, data)
-    return Outcome(res=n)
-
-
-def op_truncate(ctx: Ctx, s: Step) -> Outcome:
-    os.ftruncate(ctx.target.fd, s.size)
-    ctx.model.resize(s.size)
-    return Outcome()
-
-
-def _fallocate(ctx: Ctx, s: Step, mode: int, name: str) -> Outcome | None:
-    err = fallocate(ctx.target.fd, mode, s.off, s.len)
-    if err in UNSUPPORTED:
-        return Outcome("unsupported", why=f"fallocate {name}: {errno_name(err)}")
-    return error(err, f"fallocate {name}") if err else None
-
-
-def op_punch_hole(ctx: Ctx, s: Step) -> Outcome:
-    o = _fallocate(ctx, s, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "PUNCH_HOLE")
-    if o is None:
-        ctx.model.zero(s.off, s.len)
-    return o or Outcome()
-
-
-def op_zero_range(ctx: Ctx, s: Step) -> Outcome:
-    o = _fallocate(ctx, s, FALLOC_FL_ZERO_RANGE, "ZERO_RANGE")
-    if o is None:
-        ctx.model.resize(max(ctx.model.size, s.off + s.len))
-        ctx.model.zero(s.off, s.len)
-    return o or Outcome()
-
-
 def _source_missing(ctx: Ctx, s: Step) -> Outcome | None:
     """A range past the end of the source file: a malformed sequence."""
     if s.src_off + s.len <= len(ctx.source):
@@ -505,108 +339,6 @@ def op_clone_range(ctx: Ctx, s: Step) -> Outcome:
     return Outcome(res=s.len)
 
 
-def _no_zfs(ctx: Ctx, s: Step) -> Outcome | None:
-    if ctx.zfs is None:
-        return Outcome("unsupported", why=f"{s.op}: no --zfs-dataset (the guest's ZFS "
-                       "commands) given")
-    if ctx.target.blockdev:
-        return Outcome("unsupported", why=f"{s.op}: the target is a block device")
-    return None
-
-
-def _zfs_command(ctx: Ctx, tool: str, *args: str) -> Outcome | None:
-    """Run a ZFS command: None when it succeeded, else the failure (a hang when
-    it did not return: the target is then left alone, like a request in flight)."""
-    assert ctx.zfs is not None
-    r = ctx.zfs.run(tool, *args)
-    if r.rc is None:
-        ctx.target.hung = True
-        return failed("hang", f"{r.line} did not return within {ctx.zfs.timeout_s}s")
-    if r.rc:
-        return failed("zfs-command", f"{r.line}: exit {r.rc}: {r.err.strip()[-300:]}")
-    return None
-
-
-def op_snapshot(ctx: Ctx, s: Step) -> Outcome:
-    """Snapshot the target's dataset; the model now is what a rollback to it restores."""
-    if (o := _no_zfs(ctx, s)) is not None:
-        return o
-    assert ctx.zfs is not None
-    name = ctx.zfs.snapshot_name(len(ctx.snaps))
-    if (o := _zfs_command(ctx, "zfs", "snapshot", name)) is not None:
-        return o
-    ctx.snaps.append(Snap(s.data, name, bytes(ctx.model.data)))
-    return Outcome(extra={"snapshot": name})
-
-
-def op_rollback(ctx: Ctx, s: Step) -> Outcome:
-    """Roll the dataset back to the snapshot of data token ``data`` (``-r``:
-    the later ones go), the model with it; the target is opened again."""
-    if (o := _no_zfs(ctx, s)) is not None:
-        return o
-    at = next((i for i in reversed(range(len(ctx.snaps))) if ctx.snaps[i].tag == s.data), None)
-    if at is None:
-        return Outcome("skipped", why=f"no snapshot of data {s.data} in this run")
-    snap = ctx.snaps[at]
-    if (o := _zfs_command(ctx, "zfs", "rollback", "-r", snap.name)) is not None:
-        return o
-    del ctx.snaps[at + 1:]
-    ctx.model = Model(snap.model)
-    ctx.target.reopen()
-    return Outcome(extra={"snapshot": snap.name})
-
-
-def op_txg_sync(ctx: Ctx, s: Step) -> Outcome:
-    """``zpool sync``: the pool's open transaction group written out now."""
-    if (o := _no_zfs(ctx, s)) is not None:
-        return o
-    assert ctx.zfs is not None
-    return _zfs_command(ctx, "zpool", "sync", ctx.zfs.pool) or Outcome()
-
-
-def destroy_snapshots(ctx: Ctx) -> list[str]:
-    """Destroy the run's snapshots, newest first; the commands that failed."""
-    problems: list[str] = []
-    while ctx.zfs is not None and ctx.snaps and not ctx.target.hung:
-        r = ctx.zfs.run("zfs", "destroy", ctx.snaps.pop().name)
-        if r.rc is None:
-            ctx.target.hung = True          # the next would hang too
-        if r.rc != 0:
-            problems.append(f"{r.line}: {'hang' if r.rc is None else r.err.strip()[-200:]}")
-    return problems
-
-
-def op_fsync(ctx: Ctx, s: Step) -> Outcome:
-    os.fsync(ctx.target.fd)
-    return Outcome()
-
-
-def op_fdatasync(ctx: Ctx, s: Step) -> Outcome:
-    os.fdatasync(ctx.target.fd)
-    return Outcome()
-
-
-def op_syncfs(ctx: Ctx, s: Step) -> Outcome:
-    err = syncfs(ctx.target.fd)
-    return error(err, "syncfs") if err else Outcome()
-
-
-def op_evict(ctx: Ctx, s: Step) -> Outcome:
-    """Drop the target's clean page cache (posix_fadvise DONTNEED)."""
-    os.posix_fadvise(ctx.target.fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    return Outcome()
-
-
-def op_tamper(ctx: Ctx, s: Step) -> Outcome:
-    """Self-test hook, never generated: overwrite bytes behind the model's back,
-    so the next read that covers them must fail."""
-    n = max(0, min(s.len, ctx.model.size - s.off))
-    if n:
-        os.pwrite(ctx.target.fd, bytes([TAMPER_BYTE]) * n, s.off)
-        os.fsync(ctx.target.fd)
-    return Outcome(res=n)
-
-
 def _read_paths(ctx: Ctx, size: int) -> dict[str, bytes | OSError]:
     """The whole target read three ways: O_DIRECT (aligned buffer, one call),
     buffered, and through a shared mapping."""
@@ -653,7 +385,7 @@ def op_verify(ctx: Ctx, s: Step) -> Outcome:
     """The whole target through O_DIRECT, buffered and mmap: each must equal the
     model. All wrong alike is ``wrong-bytes``; differing among themselves is
     ``paths-disagree``."""
-    if (bad := _size_mismatch(ctx, "verify")) is not None:
+    if (bad := size_mismatch(ctx, "verify")) is not None:
         return bad
     want = bytes(ctx.model.data)
     paths = _read_paths(ctx, len(want))

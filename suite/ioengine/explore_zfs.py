@@ -14,6 +14,12 @@ import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .explore_model import Ctx, Model, Outcome, failed
+
+if TYPE_CHECKING:
+    from .explore_ops import Step
 
 
 @dataclass(frozen=True)
@@ -72,3 +78,74 @@ class Snap:
     tag: int
     name: str
     model: bytes
+
+
+def _no_zfs(ctx: Ctx, s: Step) -> Outcome | None:
+    if ctx.zfs is None:
+        return Outcome("unsupported", why=f"{s.op}: no --zfs-dataset (the guest's ZFS "
+                       "commands) given")
+    if ctx.target.blockdev:
+        return Outcome("unsupported", why=f"{s.op}: the target is a block device")
+    return None
+
+
+def _zfs_command(ctx: Ctx, tool: str, *args: str) -> Outcome | None:
+    """Run a ZFS command: None when it succeeded, else the failure (a hang when
+    it did not return: the target is then left alone, like a request in flight)."""
+    assert ctx.zfs is not None
+    r = ctx.zfs.run(tool, *args)
+    if r.rc is None:
+        ctx.target.hung = True
+        return failed("hang", f"{r.line} did not return within {ctx.zfs.timeout_s}s")
+    if r.rc:
+        return failed("zfs-command", f"{r.line}: exit {r.rc}: {r.err.strip()[-300:]}")
+    return None
+
+
+def op_snapshot(ctx: Ctx, s: Step) -> Outcome:
+    """Snapshot the target's dataset; the model now is what a rollback to it restores."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    assert ctx.zfs is not None
+    name = ctx.zfs.snapshot_name(len(ctx.snaps))
+    if (o := _zfs_command(ctx, "zfs", "snapshot", name)) is not None:
+        return o
+    ctx.snaps.append(Snap(s.data, name, bytes(ctx.model.data)))
+    return Outcome(extra={"snapshot": name})
+
+
+def op_rollback(ctx: Ctx, s: Step) -> Outcome:
+    """Roll the dataset back to the snapshot of data token ``data`` (``-r``:
+    the later ones go), the model with it; the target is opened again."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    at = next((i for i in reversed(range(len(ctx.snaps))) if ctx.snaps[i].tag == s.data), None)
+    if at is None:
+        return Outcome("skipped", why=f"no snapshot of data {s.data} in this run")
+    snap = ctx.snaps[at]
+    if (o := _zfs_command(ctx, "zfs", "rollback", "-r", snap.name)) is not None:
+        return o
+    del ctx.snaps[at + 1:]
+    ctx.model = Model(snap.model)
+    ctx.target.reopen()
+    return Outcome(extra={"snapshot": snap.name})
+
+
+def op_txg_sync(ctx: Ctx, s: Step) -> Outcome:
+    """``zpool sync``: the pool's open transaction group written out now."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    assert ctx.zfs is not None
+    return _zfs_command(ctx, "zpool", "sync", ctx.zfs.pool) or Outcome()
+
+
+def destroy_snapshots(ctx: Ctx) -> list[str]:
+    """Destroy the run's snapshots, newest first; the commands that failed."""
+    problems: list[str] = []
+    while ctx.zfs is not None and ctx.snaps and not ctx.target.hung:
+        r = ctx.zfs.run("zfs", "destroy", ctx.snaps.pop().name)
+        if r.rc is None:
+            ctx.target.hung = True          # the next would hang too
+        if r.rc != 0:
+            problems.append(f"{r.line}: {'hang' if r.rc is None else r.err.strip()[-200:]}")
+    return problems
