@@ -72,13 +72,16 @@ def test_the_2_3_line_is_recorded_with_its_fixed_misaligned_behaviour():
 def test_a_series_build_records_its_knobs_and_values():
     params = {**PARAMS_2_3, STRICT_PARAM: "0", ASYNC_PARAM: "1",
               "zfs_async_dio_task_depth": "32", "zfs_async_write_pinned_copies": "7"}
-    got = by_name(caps.capabilities(params, [], features=["zdb"]))
+    got = by_name(caps.capabilities(params, [], tools=["zfs", "zpool", "zinject", "zdb"],
+                                    features=["async_dio"]))
     assert got["misaligned O_DIRECT"].value == f"{STRICT_PARAM}=0"
     assert "ARC" in got["misaligned O_DIRECT"].behaviour
     assert got["async O_DIRECT (async-dio)"].behaviour.startswith(f"{ASYNC_PARAM}=1")
     assert got["pinned-page counters (async-dio)"].value == "zfs_async_write_pinned_copies=7"
     assert not got["kstats"].have
     assert got["optional tools"].behaviour == "built: zdb"
+    assert got["series features"].value == "async_dio"
+    assert by_name(caps.capabilities({}, [], zts=True))["optional tools"].value == "ZTS"
 
 
 def test_the_record_round_trips_through_the_run_folder(tmp_path):

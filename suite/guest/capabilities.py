@@ -61,10 +61,14 @@ class Capability:
     behaviour: str          # what the build does here, in words
 
 
-def capabilities(params: dict[str, str], kstats: list[str],
-                 features: list[str] | None = None) -> list[Capability]:
+BASIC_TOOLS = ("zfs", "zpool", "zinject")
+
+
+def capabilities(params: dict[str, str], kstats: list[str], tools: list[str] | None = None,
+                 features: list[str] | None = None, zts: bool = False) -> list[Capability]:
     """The build's capabilities from its module parameters (name -> value), the
-    kstats it exposes and the build's optional features (zts, zdb)."""
+    kstats it exposes, the programs it built (zdb beside zfs/zpool/zinject), whether
+    its ZFS Test Suite was built, and the features its series declare."""
     out = []
     for rule in RULES:
         p = next((p for p in rule.params if p in params), None)
@@ -76,10 +80,14 @@ def capabilities(params: dict[str, str], kstats: list[str],
     ks = sorted(kstats)
     out.append(Capability("kstats", bool(ks), f"{len(ks)} files",
                           ", ".join(ks) if ks else f"none under {KSTAT_DIR}"))
-    feats = sorted(features or [])
-    out.append(Capability("optional tools", bool(feats), ", ".join(feats),
-                          "built: " + ", ".join(feats) if feats else
+    extra = sorted(set(tools or []) - set(BASIC_TOOLS)) + (["ZTS"] if zts else [])
+    out.append(Capability("optional tools", bool(extra), ", ".join(extra),
+                          "built: " + ", ".join(extra) if extra else
                           "zpool, zfs, zinject only (no ZTS, no zdb)"))
+    feats = sorted(features or [])
+    out.append(Capability("series features", bool(feats), ", ".join(feats),
+                          ", ".join(feats) if feats else "none declared (stock or a patch "
+                                                           "folder)"))
     return out
 
 

@@ -165,7 +165,9 @@ class Guests:
             g.baseline = Snapshot.parse(r.stdout).kstats
         if not self.capabilities_recorded:
             ks = g.zfs.guest.run(kstat_command(), timeout=30, log=False).stdout.split()
-            write_capabilities(self.run_dir, capabilities(values, ks, self.record.features))
+            write_capabilities(self.run_dir, capabilities(
+                values, ks, list(self.record.commands), self.record.features,
+                zts="all" in self.record.inputs.get("targets", [])))   # ZTS builds all
             self.capabilities_recorded = True
         return set(values)
 
