@@ -14,6 +14,7 @@ Anything the case did not declare is a finding.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -36,7 +37,7 @@ class Leaves:
         if kind not in self.errors:
             return False
         base = vdev.rsplit("/", 1)[-1]
-        return not self.vdevs or "" in self.vdevs or base in self.vdevs
+        return not self.vdevs or "" in self.vdevs or any(same_disk(base, v) for v in self.vdevs)
 
     def from_marker(self, kwargs: dict) -> None:
         self.add("@pytest.mark.leaves(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
@@ -63,8 +64,25 @@ class Leaves:
             self.add(what, ereports={"checksum", "data", "dio_verify_rd"}, errors={"cksum"},
                      vdevs={dev}, data_errors=not dev)
         elif err in ("io", "nxio", "dtl", "decompress", "decrypt"):
+            # On a file's data (no -d) the fault is armed on the block's read, which a
+            # leaf vdev issues: zfs-2.3.x counts it as a READ error of that vdev (seen at
+            # zfs-2.3.9), later lines do not. Either is the injected fault's mark.
             self.add(what, ereports={"io", "data", "checksum", "decompress", "authentication"},
-                     errors={"read", "write"} if dev else set(), vdevs={dev} if dev else set(),
+                     errors={"read", "write"} if dev else {"read"},
+                     vdevs={dev} if dev else set(),
                      data_errors=True)      # unrecoverable where the layout has no copy
         elif err:
             self.add(what, ereports={err})
+
+
+_PARTITION = re.compile(r"p?\d+$")
+
+
+def same_disk(vdev: str, declared: str) -> bool:
+    """``nvme0n1p1`` is the disk ``nvme0n1`` a case injected on: ``zpool create`` on a
+    whole disk labels it and uses its first partition (the vdev's name then ends in
+    ``p1`` or ``1``)."""
+    if vdev == declared:
+        return True
+    return bool(declared) and vdev.startswith(declared) and \
+        bool(_PARTITION.fullmatch(vdev[len(declared):]))
