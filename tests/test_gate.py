@@ -29,6 +29,9 @@ def test_side_states():
     assert state(v("failed", "guest-lost"))[0] == "inconclusive"      # proved nothing
     assert state(v("failed", "not-armed", "EFAULT"))[0] == "fail"
     assert state(v("error"))[0] == "inconclusive"
+    # a panic named before the task it left stuck (zfs-2.3.9's rlimit write)
+    assert state(v("failed", "no-result", "D-state", "kernel:spl_panic"))[1].startswith(
+        "kernel:spl_panic")
     assert state(v("skipped", reason="the loaded build has no zfs_async_dio_enabled"))[0] \
         == "feature-skip"
 

@@ -53,7 +53,10 @@ def state(v: CaseVerdict | None) -> tuple[str, str]:
     kinds = [s.kind for s in v.symptoms]
     if not kinds or all(k in INFRASTRUCTURE for k in kinds):
         return "inconclusive", (str(v.symptoms[0]) if v.symptoms else v.reason)
-    first = next(s for s in v.symptoms if s.kind not in INFRASTRUCTURE)
+    # What the kernel reported is the root of what followed it (a task stuck in D
+    # state under spl_panic): it names the failure first.
+    real = [s for s in v.symptoms if s.kind not in INFRASTRUCTURE]
+    first = min(real, key=lambda s: 0 if s.kind.startswith("kernel:") else 1)
     return "fail", str(first)
 
 
