@@ -65,8 +65,8 @@ class Leaves:
                      vdevs={dev}, data_errors=not dev)
         elif err in ("io", "nxio", "dtl", "decompress", "decrypt"):
             # On a file's data (no -d) the fault is armed on the block's read, which a
-            # leaf vdev issues: zfs-2.3.x counts it as a READ error of that vdev (seen at
-            # zfs-2.3.9), later lines do not. Either is the injected fault's mark.
+            # leaf vdev issues: it may count as a READ error of that vdev (seen on
+            # zfs-2.3.9 and zfs-2.4.4). That is the injected fault's mark.
             self.add(what, ereports={"io", "data", "checksum", "decompress", "authentication"},
                      errors={"read", "write"} if dev else {"read"},
                      vdevs={dev} if dev else set(),
