@@ -29,6 +29,12 @@ def test_plain(zfs_build, v):
     pass
 
 
+@pytest.mark.parametrize("a", [1, 0], ids=["libaio-async1", "libaio-async0"])
+@pytest.mark.quick("libaio-async1")
+def test_append(zfs_build, a):
+    pass
+
+
 def test_not_a_vm_case():
     pass
 '''
@@ -49,24 +55,34 @@ def collected(pytester: pytest.Pytester, *args: str) -> tuple[list[str], str]:
 
 
 def test_quick_keeps_one_telling_variant_per_function_and_every_bugs(pytester):
-    ids, _ = collected(pytester, "--tier", "quick")
+    ids, _ = collected(pytester, "--tier", "quick", "--series", "async-dio")
     assert ids == ["test_preadv_aligned[segs1]", "test_named[wr]", "test_plain[x]",
-                   "test_not_a_vm_case"]
+                   "test_append[libaio-async1]", "test_not_a_vm_case"]
+
+
+def test_quick_on_a_stock_build_keeps_the_variant_it_can_run(pytester, monkeypatch):
+    """A stock session (no --series) would only skip the async variant; a gate's
+    base side keeps it, to run what its series side runs."""
+    ids, _ = collected(pytester, "--tier", "quick")
+    assert "test_append[libaio-async0]" in ids and "test_append[libaio-async1]" not in ids
+    assert "test_named[wr]" in ids
+    monkeypatch.setenv("OZFS_VMCI_INNER_SESSION", "1")
+    assert "test_append[libaio-async1]" in collected(pytester, "--tier", "quick")[0]
 
 
 def test_full_keeps_everything_and_quick_thins_after_k(pytester):
-    assert len(collected(pytester, "--tier", "full")[0]) == 8
+    assert len(collected(pytester, "--tier", "full")[0]) == 10
     ids, _ = collected(pytester, "--tier", "quick", "-k", "plain and not x")
     assert ids == ["test_plain[y]"]
 
 
 def test_auto_under_tcg_is_quick_and_says_so_in_one_line(pytester):
     ids, _ = collected(pytester, "--tier", "auto", "--accel", "tcg")
-    assert len(ids) == 4
+    assert len(ids) == 5
     res = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
                                         "--collect-only", "--tier", "auto", "--accel", "tcg",
                                         timeout=120)
     out = res.stdout.str()
-    assert "4 deselected" in out
+    assert "5 deselected" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("ozfs-vmci: tier quick"))
     assert "TCG" in line and "--tier full" in line

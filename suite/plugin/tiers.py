@@ -6,12 +6,14 @@
   ``@pytest.mark.quick("id")`` names as the most telling, else its first; and for
   each known bug of the manifests (``[[bugs]] cases``) whose selection that
   variant misses, the first variant the bug's selection picks, so every bug's
-  targeted case still runs;
+  targeted case still runs; on a stock build (no ``--series``) the sibling of each
+  chosen variant that the build can run (``async0`` for ``async1``);
 - ``auto``: ``full`` where guests run under KVM, ``quick`` under TCG (where a
   case costs minutes), said in one line with how to get the other.
 """
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 import pytest
@@ -19,6 +21,7 @@ from _pytest.mark import KeywordMatcher
 from _pytest.mark.expression import Expression
 
 TIERS = ("auto", "quick", "full")
+INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # a gate's or `suite bugs`' side (sessions.py)
 
 
 def bug_selections() -> list[str]:
@@ -37,8 +40,26 @@ def _variant(item: pytest.Item) -> str:
     return cs.id if cs is not None else ""
 
 
-def quick(items: list[pytest.Item], selections: list[str]) -> list[pytest.Item]:
-    """The quick tier of ``items`` (their order kept)."""
+# A stock build (no --series) has neither the async path nor zvol Direct I/O: the
+# variant that asks for them would only skip there. Its sibling that asks for the
+# build's own behaviour is the telling one on stock.
+STOCK_SWAPS = (("async1", "async0"), ("dio1", "dio0"), ("-async", "-sync"))
+
+
+def stock_sibling(item: pytest.Item, group: list[pytest.Item]) -> pytest.Item:
+    """The variant of ``item`` a stock build can run (``item`` itself if none)."""
+    vid = _variant(item)
+    for series_only, stock in STOCK_SWAPS:
+        if series_only in vid:
+            want = vid.replace(series_only, stock)
+            return next((it for it in group if _variant(it) == want), item)
+    return item
+
+
+def quick(items: list[pytest.Item], selections: list[str],
+          stock: bool = False) -> list[pytest.Item]:
+    """The quick tier of ``items`` (their order kept); ``stock``: the session tests a
+    build without a series, so each chosen variant is one it can run."""
     exprs = [Expression.compile(s) for s in selections]
     groups: "OrderedDict[tuple, list[pytest.Item]]" = OrderedDict()
     for it in items:
@@ -51,7 +72,10 @@ def quick(items: list[pytest.Item], selections: list[str]) -> list[pytest.Item]:
             if not any(e.evaluate(KeywordMatcher.from_item(it)) for it in chosen):
                 hit = next((it for it in group if e.evaluate(KeywordMatcher.from_item(it))), None)
                 chosen += [hit] if hit is not None else []
-        keep.update(id(it) for it in chosen or group[:1])
+        chosen = chosen or group[:1]
+        if stock:
+            chosen = [stock_sibling(it, group) for it in chosen]
+        keep.update(id(it) for it in chosen)
     return [it for it in items if id(it) in keep]
 
 
@@ -98,7 +122,11 @@ class TierPlugin:
             return
         if self._resolve(config)[0] != "quick":
             return
-        kept = quick(items, bug_selections())
+        # A gate's base side is stock too, but must run the variants its series side
+        # runs (the classes compare them): only a session of its own swaps.
+        stock = not config.getoption("series", None) and not os.environ.get(INNER_SESSION)
+        # The manifests' bugs live in their series: a stock session keeps none of them.
+        kept = quick(items, [] if stock else bug_selections(), stock=stock)
         drop = [i for i in items if i not in kept]
         if drop:
             config.hook.pytest_deselected(items=drop)
