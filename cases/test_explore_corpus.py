@@ -19,6 +19,8 @@ CORPUS = sorted((Path(__file__).parent / "explore_corpus").glob("*.json"))
 RUNS = 3
 
 
+# Every kept sequence is its own finding: the quick tier keeps them all.
+@pytest.mark.quick(*[p.stem for p in CORPUS])
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
 def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
     seq = Sequence.from_json(path.read_text())
