@@ -28,14 +28,21 @@ def _mapped_range(ctx: Ctx, s: Step) -> tuple[int, int] | None:
     return s.off, min(s.len, ctx.model.size - s.off)
 
 
-def op_mmap_read(ctx: Ctx, s: Step) -> Outcome:
+def _mappable(ctx: Ctx, s: Step) -> Outcome | tuple[int, int, int]:
+    """(offset, length, page-aligned start) of the op's mapping, or why it cannot map."""
     rng = _mapped_range(ctx, s)
     if rng is None:
         return Outcome("skipped", why=f"past EOF ({ctx.model.size})")
     if (bad := size_mismatch(ctx, "before mmap")) is not None:
         return bad
     off, n = rng
-    start = off - off % PAGE
+    return off, n, off - off % PAGE
+
+
+def op_mmap_read(ctx: Ctx, s: Step) -> Outcome:
+    if isinstance(where := _mappable(ctx, s), Outcome):
+        return where
+    off, n, start = where
     with mmap.mmap(ctx.target.fd, off + n - start, flags=mmap.MAP_SHARED,
                    prot=mmap.PROT_READ, offset=start) as m:
         got = m[off - start:off - start + n]
@@ -43,13 +50,9 @@ def op_mmap_read(ctx: Ctx, s: Step) -> Outcome:
 
 
 def op_mmap_write(ctx: Ctx, s: Step) -> Outcome:
-    rng = _mapped_range(ctx, s)
-    if rng is None:
-        return Outcome("skipped", why=f"past EOF ({ctx.model.size})")
-    if (bad := size_mismatch(ctx, "before mmap")) is not None:
-        return bad
-    off, n = rng
-    start = off - off % PAGE
+    if isinstance(where := _mappable(ctx, s), Outcome):
+        return where
+    off, n, start = where
     data = ctx.data(s.data, off, n)
     with mmap.mmap(ctx.target.fd, off + n - start, flags=mmap.MAP_SHARED,
                    prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start) as m:

@@ -33,10 +33,17 @@ def clone_range(dst: int, src: int, dst_off: int, src_off: int, length: int) -> 
 
 def copy_range(dst: int, src: int, dst_off: int, src_off: int, length: int) -> tuple[int, int]:
     """copy_file_range until ``length`` moved, it returns 0, or an error."""
+    return _until(length, lambda done: os.copy_file_range(
+        src, dst, length - done, src_off + done, dst_off + done))
+
+
+def _until(length: int, step) -> tuple[int, int]:
+    """Call ``step(done)`` (bytes moved this time) until ``length`` moved, it moves
+    nothing, or it fails: ``(bytes moved, errno)``."""
     done = 0
     while done < length:
         try:
-            n = os.copy_file_range(src, dst, length - done, src_off + done, dst_off + done)
+            n = step(done)
         except OSError as e:
             return done, e.errno or 0
         if n == 0:
@@ -50,16 +57,7 @@ def sendfile_into(dst: int, src: int, dst_off: int, src_off: int,
     """sendfile from ``src`` at ``src_off`` to ``dst`` at ``dst_off`` (sendfile
     writes at the output's file position: set first)."""
     os.lseek(dst, dst_off, os.SEEK_SET)
-    done = 0
-    while done < length:
-        try:
-            n = os.sendfile(dst, src, src_off + done, length - done)
-        except OSError as e:
-            return done, e.errno or 0
-        if n == 0:
-            break
-        done += n
-    return done, 0
+    return _until(length, lambda done: os.sendfile(dst, src, src_off + done, length - done))
 
 
 def splice_into(dst: int, src: int, dst_off: int, src_off: int, length: int) -> tuple[int, int]:
@@ -91,13 +89,4 @@ def splice_into(dst: int, src: int, dst_off: int, src_off: int, length: int) -> 
 
 def _drain(r: int, dst: int, dst_off: int, n: int) -> tuple[int, int]:
     """Splice ``n`` bytes from the pipe ``r`` into ``dst`` at ``dst_off``."""
-    moved = 0
-    while moved < n:
-        try:
-            m = os.splice(r, dst, n - moved, offset_dst=dst_off + moved)
-        except OSError as e:
-            return moved, e.errno or 0
-        if m == 0:
-            break
-        moved += m
-    return moved, 0
+    return _until(n, lambda moved: os.splice(r, dst, n - moved, offset_dst=dst_off + moved))
