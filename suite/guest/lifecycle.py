@@ -23,11 +23,12 @@ from suite.guest.capabilities import write as write_capabilities
 from suite.guest.evidence import Evidence, collect_evidence
 from suite.guest.probes import Kprobes
 from suite.guest.ssh import virtme_key
-from suite.guest.zfs import PoolSpec, Zfs
+from suite.guest.zfs import PARAMS_SCRIPT, PoolSpec, Zfs, parse_params
 from suite.judges.expect import Leaves
 from suite.judges.judge import Finding as Leftover, Judgement, judge
 from suite.judges.kstats import Rules, load_rules
-from suite.judges.snapshot import Snapshot, after_script, before_script, kstat_script
+from suite.judges.snapshot import (SECTION, Snapshot, after_script, before_script,
+                                   kstat_script, sections)
 from suite.report.symptoms import Symptom
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher, Finding
@@ -156,17 +157,23 @@ class Guests:
         return g
 
     def _learn(self, g: ZfsGuest) -> set[str]:
-        """The loaded build's module parameters; the first time in this worker, also
-        what the build can do (``build/capabilities.json``, for the report)."""
-        values = g.zfs.param_values()
-        if not g.zfs.pools():       # the load-time baseline of the [[returns]] gauges
-            r = g.zfs.guest.run(kstat_script(self.rules.return_files()), timeout=30,
-                                log=False, check=False)
-            g.baseline = Snapshot.parse(r.stdout).kstats
+        """The loaded build's module parameters and, with no pool imported yet, the
+        load-time baseline of the [[returns]] gauges, in one guest command; the first
+        time in this worker also what the build can do (``build/capabilities.json``)."""
+        script = "\n".join([f"echo '{SECTION}params'; {PARAMS_SCRIPT}",
+                             f"echo '{SECTION}pools'; {g.zfs.cmd('zpool')} list -H -o name "
+                             "2>/dev/null; true",
+                             kstat_script(self.rules.return_files()),
+                             f"echo '{SECTION}kstat-files'; {kstat_command()}"])
+        raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
+        out = sections(raw)
+        values = parse_params(out.get("params", ""))
+        if not out.get("pools", "").split():
+            g.baseline = Snapshot.parse(raw).kstats
         if not self.capabilities_recorded:
-            ks = g.zfs.guest.run(kstat_command(), timeout=30, log=False).stdout.split()
             write_capabilities(self.run_dir, capabilities(
-                values, ks, list(self.record.commands), self.record.features,
+                values, out.get("kstat-files", "").split(), list(self.record.commands),
+                self.record.features,
                 zts="all" in self.record.inputs.get("targets", [])))   # ZTS builds all
             self.capabilities_recorded = True
         return set(values)

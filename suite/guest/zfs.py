@@ -203,14 +203,7 @@ class Zfs:
 
     def param_values(self) -> dict[str, str]:
         """Every zfs module parameter's current value, in one command."""
-        r = self.guest.run(f"cd {PARAMS} && grep -H . * 2>/dev/null; true", timeout=30,
-                           log=False)
-        out = {}
-        for line in r.stdout.splitlines():
-            name, sep, value = line.partition(":")
-            if sep and name not in out:
-                out[name] = value.strip()
-        return out
+        return parse_params(self.guest.run(PARAMS_SCRIPT, timeout=30, log=False).stdout)
 
     def restore_params(self, before: dict[str, str], ignore: tuple[str, ...] = ()) -> list[str]:
         """Put back every parameter that differs from ``before``; returns their names.
@@ -267,6 +260,19 @@ class Zfs:
     def pools(self) -> list[str]:
         r = self.zpool("list", "-H", "-o", "name", check=False)
         return r.stdout.split()
+
+
+PARAMS_SCRIPT = f"(cd {PARAMS} && grep -H . * 2>/dev/null); true"
+
+
+def parse_params(text: str) -> dict[str, str]:
+    """``name:value`` lines of PARAMS_SCRIPT as a dict (the first value of a name)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name not in out:
+            out[name] = value.strip()
+    return out
 
 
 @dataclass
