@@ -122,6 +122,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.with_zdb = True       # its block accounting is zdb's
     from suite.plugin.tiers import TierPlugin
     config.pluginmanager.register(TierPlugin(), "ozfs-vmci-tier")
+    from suite.plugin.grouping import GroupingPlugin
+    config.pluginmanager.register(GroupingPlugin(run_dir), "ozfs-vmci-grouping")
     if config.getoption("shard", None):
         from suite.plugin.shards import ShardPlugin, parse_shard
         config.pluginmanager.register(ShardPlugin(*parse_shard(config.getoption("shard"))),

@@ -1,0 +1,94 @@
+"""Cases grouped by guest shape: one run per shape in a single process, each
+non-default shape on one xdist worker, node ids unchanged."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite.guest.lifecycle import GuestShape
+from suite.plugin.grouping import order_by_shape, scope_of, shape_key
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_shape_keys_name_only_what_differs_from_the_default():
+    assert shape_key(GuestShape()) is None
+    assert shape_key(GuestShape(lbs=512)) == "lbs=512"
+    assert shape_key(GuestShape(nvme=3, append=("init_on_free=1",))) == \
+        "nvme=3,append=('init_on_free=1',)"
+
+
+def test_order_keeps_default_first_and_each_shape_together():
+    items = ["a", "P1", "b", "L1", "P2", "c", "L2"]
+    key = {"P": "poison", "L": "lbs=512"}
+    ordered = order_by_shape(items, lambda i: key.get(i[0]))
+    assert ordered == ["a", "b", "c", "P1", "P2", "L1", "L2"]
+
+
+def test_scope_is_the_shape_group_or_the_case_alone():
+    shapes = {"t.py::p1": "lbs=512", "t.py::p2": "lbs=512"}
+    assert scope_of("t.py::p1", shapes) == scope_of("t.py::p2", shapes) == "shape[lbs=512]"
+    assert scope_of("t.py::d", shapes) == "t.py::d"
+
+
+CASES = '''
+import os, pytest
+
+def _ran(name):
+    with open(os.environ["RAN"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + " " + name + "\\n")
+
+@pytest.mark.parametrize("i", range(6))
+def test_default(i):
+    _ran(f"default{i}")
+
+@pytest.mark.guest(append=("init_on_free=1",))
+@pytest.mark.parametrize("i", range(3))
+def test_poison(i):
+    _ran(f"poison{i}")
+
+@pytest.mark.guest(lbs=512)
+@pytest.mark.parametrize("i", range(3))
+def test_small(i):
+    _ran(f"small{i}")
+'''
+
+
+def _run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> list[tuple[str, str]]:
+    ran = tmp_path / "ran.txt"
+    pytester.makepyfile(test_cases=CASES)
+    r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--results", str(tmp_path / "results"), *args,
+                                      timeout=120)
+    r.assert_outcomes(passed=12)
+    return [tuple(line.split()) for line in ran.read_text().splitlines()]
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAN", str(tmp_path / "ran.txt"))
+
+
+def test_one_process_switches_shape_once_per_shape(pytester, env, tmp_path: Path):
+    names = [n for _, n in _run(pytester, tmp_path)]
+    shapes = [n.rstrip("0123456789") for n in names]
+    switches = sum(a != b for a, b in zip(shapes, shapes[1:]))
+    assert shapes[0] == "default" and switches == 2, names
+
+
+def test_xdist_puts_each_shape_on_one_worker(pytester, env, tmp_path: Path):
+    ran = _run(pytester, tmp_path, "-n", "2")
+    workers = {}
+    for w, n in ran:
+        workers.setdefault(n.rstrip("0123456789"), set()).add(w)
+    assert len(workers["poison"]) == 1 and len(workers["small"]) == 1, ran
+    assert {w for w, _ in ran} == {"gw0", "gw1"}            # the default cases are shared
+    run = next((tmp_path / "results").iterdir())
+    shapes = json.loads((run / "shapes.json").read_text())
+    assert sorted(shapes) == sorted(f"test_cases.py::test_{s}[{i}]"
+                                    for s in ("poison", "small") for i in range(3))
