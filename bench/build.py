@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Build benchmark: prints numbers, asserts nothing.
 
-  python bench/build.py [--series async-dio] [--cold] [--warm]
+  python bench/build.py [--series async-dio] [--kernel PROFILE] [--cold] [--warm]
+  python bench/build.py --kernels       # only the kernel builds' times (no OpenZFS build)
 
 - decision: time to resolve inputs and return a cached build (median of 5);
 - recorded: per cached build, the phase times and ccache hits it was built with;
 - --cold: a forced rebuild with an empty, private ccache (what a first build costs);
-- --warm: a forced rebuild with the shared ccache (what an unchanged rebuild costs).
+- --warm: a forced rebuild with the shared ccache (what an unchanged rebuild costs);
+- kernels: every kernel a profile built (``debian-6.1-debug``): its steps' times, objects
+  compiled, -j and niceness, ccache, and for ``--kernel`` such a profile the time to find
+  it cached again.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from suite.build import kbuild  # noqa: E402
+from suite.build.kernel import load_profile  # noqa: E402
 from suite.build.pipeline import BuildOptions, build, prepare  # noqa: E402
 from suite.build.recipe import get_or_build, list_builds  # noqa: E402
 from suite.source.objects import ObjectCache  # noqa: E402
@@ -38,15 +44,50 @@ def timed_rebuild(opts: BuildOptions, ccache_dir: str | None) -> tuple[float, di
     return time.monotonic() - t, rec.ccache
 
 
+def kernel_builds(profile: str | None) -> None:
+    """The kernels built from source, and the cost of finding one cached again."""
+    print("recorded kernel builds (seconds per step):")
+    built = kbuild.list_built()
+    if not built:
+        print("  none")
+    for b in built:
+        total = sum(b.seconds.values())
+        hits = sum(int(b.ccache.get(k, 0)) for k in ("direct_cache_hit", "preprocessed_cache_hit"))
+        print(f"  {b.key}  {b.profile} {b.release}  total {total:6.0f}s ({total / 60:.0f} min)  "
+              + " ".join(f"{k} {v:.0f}s" for k, v in b.seconds.items())
+              + f"  {b.objects} objects -j{b.jobs} nice {b.nice}"
+              + (f"  ccache {hits} hits / {b.ccache.get('cache_miss', 0)} misses" if b.ccache else ""))
+    for d in sorted(kbuild.kernels_dir().glob("*/build.log")):
+        if not (d.parent / "record.json").exists():
+            print(f"  {d.parent.name}  building (or cut short): {d}")
+    spec = load_profile(profile).build if profile and "/" not in profile else None
+    if spec is not None:
+        samples = []
+        for _ in range(5):
+            t = time.monotonic()
+            kbuild.ensure(spec, allow_install=False)
+            samples.append(time.monotonic() - t)
+        print(f"cached-kernel decision ({profile}): median "
+              f"{statistics.median(samples) * 1000:.0f} ms")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--series", action="append", default=[])
     ap.add_argument("--zfs-ref")
+    ap.add_argument("--kernel", help="kernel profile (a profile that builds its kernel: "
+                                     "built first if missing, hours)")
+    ap.add_argument("--kernels", action="store_true", help="only the kernel builds' times")
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--warm", action="store_true")
     a = ap.parse_args()
-    opts = BuildOptions(series=a.series or ["async-dio"], zfs_ref=a.zfs_ref)
+    if a.kernels:
+        kernel_builds(None)
+        return 0
+    opts = BuildOptions(series=a.series or ["async-dio"], zfs_ref=a.zfs_ref, kernel=a.kernel)
     rec, built = build(opts)
+    kernel_builds(a.kernel)
     samples = []
     for _ in range(5):
         t = time.monotonic()

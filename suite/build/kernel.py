@@ -5,6 +5,10 @@ headers OpenZFS is built against.
 the profile; if none is installed it installs the packages with apt (when
 running as root with apt available and ``OZFS_VMCI_NO_INSTALL`` unset) or
 raises KernelError with the exact command that would.
+
+A profile with a ``[build]`` table (``debian-6.1-debug``) builds its kernel
+instead, from a Debian source package (``suite.build.kbuild``), once per key;
+its ``[zfs]`` table says how OpenZFS must be built to be tested on it.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite import paths
+from suite.build import kbuild
 from suite.locks import file_lock
 from suite.errors import KernelError
 
@@ -36,6 +41,8 @@ class Profile:
     vmlinuz: str = ""
     headers: str = ""
     modules: str = ""
+    build: kbuild.BuildSpec | None = None      # [build]: the kernel is built, not installed
+    zfs_license: str = ""                       # [zfs] license: OpenZFS's META License for it
 
 
 @dataclass(frozen=True)
@@ -47,10 +54,13 @@ class Kernel:
     headers: Path          # the kernel build dir (obj), what --with-linux-obj takes
     source: Path           # the kernel source headers, what --with-linux takes
     modules: Path          # /lib/modules/<release>
+    zfs_license: str = ""  # OpenZFS built with this META License (a debug kernel's lockdep)
 
     def identity(self) -> dict[str, str]:
         """What makes a build for this kernel different from another's."""
         ident = {"release": self.release}
+        if self.zfs_license:
+            ident["zfs_license"] = self.zfs_license
         for f in ("Module.symvers", ".config"):
             p = self.headers / f
             if p.exists():
@@ -66,13 +76,20 @@ def load_profile(name: str) -> Profile:
         raise KernelError(f"unknown kernel profile '{name}'",
                           fix=f"use one of {', '.join(known)}, or --kernel /path/to/vmlinuz")
     data = tomllib.loads(path.read_text())
+    zfs = data.get("zfs", {})
+    if zfs.get("license") and not str(zfs.get("reason", "")).strip():
+        raise KernelError(f"kernel profile {name}: [zfs] license needs a reason",
+                          fix=f"say in {path} why OpenZFS is relabelled for this kernel")
+    build = kbuild.BuildSpec.from_toml(data.get("name", name), data["build"]) \
+        if "build" in data else None
     return Profile(name=data.get("name", name), description=data.get("description", ""),
                    release_glob=data.get("release_glob", ""),
                    apt_release=data.get("apt_release", ""),
                    apt_source=data.get("apt_source", ""),
                    metapackages=tuple(data.get("metapackages", ())),
                    vmlinuz=data.get("vmlinuz", ""), headers=data.get("headers", ""),
-                   modules=data.get("modules", ""))
+                   modules=data.get("modules", ""), build=build,
+                   zfs_license=zfs.get("license", ""))
 
 
 def _version_key(release: str) -> list[object]:
@@ -146,7 +163,11 @@ def _source_fix(profile: Profile) -> str:
 
 
 def install(profile: Profile) -> None:
-    """Install a profile's kernel and headers with apt (root only)."""
+    """Install a profile's kernel and headers with apt (root only); for a profile that
+    builds its kernel, its source package and build tools."""
+    if profile.build is not None:
+        kbuild.install(profile.build)
+        return
     can = os.geteuid() == 0 and shutil.which("apt-get") and not os.environ.get(
         "OZFS_VMCI_NO_INSTALL")
     if profile.apt_source:
@@ -193,6 +214,8 @@ def resolve_kernel(spec: str | None = None, headers: str | None = None,
         hdr = Path(headers).resolve() if headers else None
         return kernel_from_release(str(image), release, image, hdr)
     profile = load_profile(spec)
+    if profile.build is not None:
+        return built_kernel(profile, allow_install)
     if profile.vmlinuz:
         image = Path(profile.vmlinuz)
         return kernel_from_release(profile.name, release_of_image(image), image,
@@ -216,3 +239,14 @@ def resolve_kernel(spec: str | None = None, headers: str | None = None,
                               "profile's packages")
     return kernel_from_release(profile.name, usable[-1],
                                headers=Path(headers).resolve() if headers else None)
+
+
+def built_kernel(profile: Profile, allow_install: bool = True) -> Kernel:
+    """A profile whose kernel is built from source: the tree is both OpenZFS's
+    ``--with-linux`` and ``--with-linux-obj``; the image sits beside the modules
+    ``modules_install`` wrote, so virtme-ng links those into the guest."""
+    assert profile.build is not None
+    built, _ = kbuild.ensure(profile.build, allow_install=allow_install)
+    tree = Path(built.tree)
+    return Kernel(profile.name, built.release, Path(built.vmlinuz), tree, tree,
+                  Path(built.modules), zfs_license=profile.zfs_license)

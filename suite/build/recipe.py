@@ -314,6 +314,8 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
         text = f'#define\tZFS_META_GITREV "{req.tree.describe}"\n'
         if not gitrev.exists() or gitrev.read_text() != text:
             gitrev.write_text(text)
+        if req.kernel.zfs_license:
+            relabel(src, req.kernel.zfs_license)
         if seeded is not None and seeded.regenerate:
             t = time.monotonic()
             mks = seeded.makefiles(src)
@@ -345,6 +347,22 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
     tmp.write_text(record.to_json())
     os.replace(tmp, bdir / "record.json")
     return record
+
+
+def relabel(src: Path, license_: str) -> bool:
+    """META's ``License:`` for a kernel profile that asks for it (its ``[zfs]``
+    table says why: a CDDL module turns a debug kernel's lockdep off at insmod).
+    Changes only the build tree, before autogen; True if it changed the file."""
+    meta = src / "META"
+    text = meta.read_text()
+    new, n = re.subn(r"^(License:\s*).*$", lambda m: m.group(1) + license_, text, count=1,
+                     flags=re.M)
+    if n != 1:
+        raise BuildError(f"{meta} has no License: line to set to {license_}",
+                         fix="the kernel profile's [zfs] license needs OpenZFS's META format")
+    if new != text:
+        meta.write_text(new)
+    return new != text
 
 
 def stand_in_for_test_data(src: Path, missing: list[str]) -> list[str]:
@@ -400,7 +418,8 @@ def _record(req: BuildRequest, bdir: Path, src: Path, log: Path, seconds: dict,
                             "commits": list(s.commits), "subjects": list(s.subjects)}
                            for s in t.series]},
         kernel={"profile": req.kernel.profile, "release": req.kernel.release,
-                "vmlinuz": str(req.kernel.vmlinuz), "headers": str(req.kernel.headers)},
+                "vmlinuz": str(req.kernel.vmlinuz), "headers": str(req.kernel.headers),
+                **({"zfs_license": req.kernel.zfs_license} if req.kernel.zfs_license else {})},
         zfs_version=modules["zfs"].version, modules=modules, commands=commands,
         log=str(log), seconds={k: round(v, 1) for k, v in seconds.items()},
         ccache=ccache, missing_files=missing, features=list(t.features))
