@@ -320,6 +320,26 @@ def test_gauges_that_come_back_once_the_arc_is_shrunk_are_no_leak():
     assert any("drop_caches" in c for c in z.ran) and "came back after" in notes[-1]
 
 
+def _arc(metadata: int, evictable: int) -> str:
+    return ("13 1 0x01 3 144 1 1\nname                            type data\n"
+            f"metadata_size                   4    {metadata}\n"
+            f"mru_evictable_metadata          4    {evictable}\n")
+
+
+def test_buffers_the_arc_can_still_evict_are_no_leak_but_held_ones_are():
+    """zvol-dio head, TCG, after export: 2 metadata buffers (8 KiB) left in the MRU/MFU,
+    all evictable; drop_caches does not shrink the ARC below arc_c_min."""
+    rules = kstats.load_rules()
+    base = {"abdstats": kstats.parse(_abd(1, struct=224)), "arcstats": kstats.parse(_arc(0, 0))}
+    cached = {"abdstats": kstats.parse(_abd(3, struct=672)),
+              "arcstats": kstats.parse(_arc(8192, 8192))}
+    assert [b for b in kstats.leaks(rules, base, cached) if b.kind == "leak"] == []
+    held = {"abdstats": kstats.parse(_abd(3, struct=672)),
+            "arcstats": kstats.parse(_arc(8192, 0))}
+    found = {b.name for b in kstats.leaks(rules, base, held) if b.kind == "leak"}
+    assert found == {"struct_size", "scatter_cnt", "metadata_size"}
+
+
 def test_the_leak_check_says_when_it_cannot_judge():
     rules = kstats.load_rules()
     assert {r.file for r in rules.returns} >= {"abdstats", "arcstats"}

@@ -66,6 +66,11 @@ class ReturnRule:
     names: tuple[str, ...]
     reason: str
     slack: int = 0                  # how far above its baseline a gauge may stay
+    # What may still be cached with no pool imported and is not a leak: buffers the
+    # ARC can evict ("file:name" gauges of the same snapshot, summed), and per such
+    # byte how far each gauge may stay up (sizes 1, counts 1/512: the smallest buffer).
+    evictable: tuple[str, ...] = ()
+    per_evictable_byte: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,10 @@ def load_rules(path: Path | None = None) -> Rules:
                                  float(r.get("slack", 1.0))) for r in d.get("limit", [])),
                  tuple(d.get("collect", Rules.collect)),
                  tuple(ReturnRule(r["file"], tuple(r["names"]), r["reason"],
-                                  int(r.get("slack", 0))) for r in d.get("returns", [])))
+                                  int(r.get("slack", 0)), tuple(r.get("evictable", ())),
+                                  tuple((k, float(v)) for k, v in
+                                        r.get("per_evictable_byte", {}).items()))
+                       for r in d.get("returns", [])))
 
 
 @dataclass(frozen=True)
@@ -148,8 +156,11 @@ def over_limit(rule: LimitRule, after: dict[str, Kstat]) -> list[Breach]:
 
 def not_returned(rule: ReturnRule, baseline: dict[str, Kstat],
                  now: dict[str, Kstat]) -> list[Breach]:
-    """Gauges of ``rule`` still above their baseline with every pool exported."""
+    """Gauges of ``rule`` still above their baseline with every pool exported
+    (beyond what the ARC still holds and could evict)."""
     base, cur = baseline.get(rule.file), now.get(rule.file)
+    evictable = evictable_bytes(rule, now)
+    per = dict(rule.per_evictable_byte)
     out = []
     for name in rule.names:
         if base is None or cur is None or name not in base or name not in cur:
@@ -157,12 +168,24 @@ def not_returned(rule: ReturnRule, baseline: dict[str, Kstat],
                               f"{rule.file} {name}: not in this build's kstats, not checked"))
             continue
         was, is_ = base[name][1], cur[name][1]
-        if is_ > was + rule.slack:
+        cached = int(evictable * per.get(name, 0.0))
+        if is_ > was + rule.slack + cached:
             out.append(Breach("leak", rule.file, name,
                               f"{rule.file} {name} = {is_} with every pool exported, "
                               f"{was} before the guest's first pool (+{is_ - was}"
-                              + (f", slack {rule.slack}" if rule.slack else "") + ")"))
+                              + (f", slack {rule.slack}" if rule.slack else "")
+                              + (f", {cached} for the {evictable} bytes the ARC can still "
+                                 f"evict" if cached else "") + ")"))
     return out
+
+
+def evictable_bytes(rule: ReturnRule, now: dict[str, Kstat]) -> int:
+    """The sum of the rule's ``evictable`` gauges (missing ones count 0)."""
+    total = 0
+    for ref in rule.evictable:
+        file, _, name = ref.partition(":")
+        total += now.get(file, {}).get(name, (UINT64, 0))[1]
+    return total
 
 
 def leaks(rules: Rules, baseline: dict[str, Kstat], now: dict[str, Kstat]) -> list[Breach]:

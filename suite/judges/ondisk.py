@@ -78,10 +78,10 @@ def leak_findings(zfs, rules: kstats.Rules | None, baseline: dict[str, kstats.Ks
 
 
 # Export flushes the pool's ARC buffers from a taskq (arc_flush_async, OpenZFS 2.3+),
-# best effort: the gauges come back a moment later, and a buffer the flush skipped
-# goes with the next eviction. So the judge polls, asks the kernel to shrink its
-# caches once (the ARC's shrinker evicts everything nobody holds), and polls again;
-# only what is still counted after that is held by someone: a leak.
+# best effort: the gauges come back a moment later. So the judge polls, asks the
+# kernel once to shrink its caches (the ARC's shrinker evicts what nobody holds, down
+# to arc_c_min), and polls again; what the ARC still holds and could evict is allowed
+# for by the rules (``evictable``), so only what someone holds is a leak.
 SETTLE_SECONDS = 20.0
 DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
 
