@@ -9,6 +9,14 @@ changes it while the request is in flight). Snapshots, rollbacks and ``zpool
 sync`` come only where the guest engine has the ZFS commands (``zfs_ops``).
 Each sequence also picks dataset properties and, among the module parameters
 the build has, their values.
+
+A block device (target ``"blockdev"``, or ``"zvol"``: a zvol the session makes
+per run) is a fixed window the size of ``file_size_max``, written over: only
+the ops that keep a device's size and need no file (:data:`BLOCK_OPS`). A zvol
+sequence picks the zvol's properties (``volblocksize`` instead of
+``recordsize``) and ``zvol_dio_enabled``; it draws every property and parameter
+of its tables whatever the build has and then drops those the build lacks, so
+one seed gives the same ops on every build (a gate's base and series sides).
 """
 from __future__ import annotations
 
@@ -16,8 +24,8 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, WRITES, ZFS_OPS, Op,
-                               Sequence)
+from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, TARGETS, WRITES, ZFS_OPS,
+                               Op, Sequence)
 
 PAGE = 4096
 REC_128K = 128 << 10
@@ -39,7 +47,24 @@ OP_WEIGHTS: dict[str, int] = {
     "sendfile": 2, "splice": 2, "truncate": 4, "fsync": 2, "fdatasync": 2, "syncfs": 1,
     "snapshot": 2, "rollback": 2, "txg_sync": 1, "evict": 3, "verify": 4,
 }
+# What a block device cannot do: change its size, fallocate (PUNCH_HOLE wants
+# WRITE_ZEROES, ZERO_RANGE 512-byte alignment), copy_file_range and FICLONERANGE
+# (regular files only), snapshot and roll back the dataset of a file.
 BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + ZFS_OPS
+BLOCK_TARGETS = tuple(t for t in TARGETS if t != "file")
+BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP)
+# A zvol's own properties (``direct`` is a filesystem property in zvol-dio at
+# f194e02b0: the session keeps only those a zvol of the build has) and the
+# switch of the zvol Direct I/O path, on in two sequences of three.
+ZVOL_PROP_CHOICES: dict[str, tuple[str, ...]] = {
+    "volblocksize": ("4K", "16K", "128K", "1M"),
+    "compression": ("off", "lz4"),
+    "checksum": ("fletcher4", "sha256"),
+    "direct": ("standard", "always", "disabled"),
+    "sync": ("standard", "always"),
+    "primarycache": ("all", "metadata"),
+}
+ZVOL_PARAM_CHOICES: dict[str, tuple[int, ...]] = {"zvol_dio_enabled": (0, 1, 1)}
 SEGS = (1, 2, 3, 4, 8, 9, 16)
 BUF_OFFSETS = (512, 1024, 2048, 3072, 100, 4000)
 ODD_LENGTHS = (1, 511, 512, 1000, 4095, 4097, 8191, 12000, 40000)
@@ -65,6 +90,13 @@ class Choices:
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
+    # target "zvol": the tables drawn from (every entry, always), and the zvol
+    # properties the build has (None: all of them); its parameters are kept
+    # where ``params`` (what the build has) names them
+    vol_props: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(ZVOL_PROP_CHOICES))
+    vol_params: dict[str, tuple[int, ...]] = field(
+        default_factory=lambda: dict(ZVOL_PARAM_CHOICES))
+    vol_have: tuple[str, ...] | None = None
 
 
 def sequence_seed(master: int, k: int) -> int:
@@ -72,9 +104,14 @@ def sequence_seed(master: int, k: int) -> int:
     return int.from_bytes(hashlib.sha256(f"explore:{master}:{k}".encode()).digest()[:6], "big")
 
 
+def size_of(text: str) -> int:
+    """``4K``, ``1M``, ``512`` as bytes."""
+    unit = {"K": 10, "M": 20}.get(text[-1:].upper(), 0)
+    return int(text[:-1] if unit else text) << unit
+
+
 def _recordsize(props: dict[str, str]) -> int:
-    text = props.get("recordsize", "128K")
-    return int(text[:-1]) << (10 if text.endswith("K") else 20)
+    return size_of(props.get("volblocksize") or props.get("recordsize") or "128K")
 
 
 class _Gen:
@@ -242,28 +279,41 @@ def _pick(rng: random.Random, pairs: dict[str, tuple], names: tuple[str, ...] | 
     return {k: rng.choice(pairs[k]) for k in sorted(pairs) if names is None or k in names}
 
 
+def _zvol_conditions(rng: random.Random, ch: Choices) -> tuple[dict[str, str], dict[str, int]]:
+    """A zvol sequence's properties and parameters: every one of the tables
+    drawn (the draws never depend on the build), then those the build lacks left out."""
+    props = _pick(rng, {k: tuple(v) for k, v in ch.vol_props.items()})
+    params = _pick(rng, ch.vol_params)
+    keep = set(ch.vol_props if ch.vol_have is None else ch.vol_have) | {"volblocksize"}
+    return ({k: v for k, v in props.items() if k in keep},
+            {k: v for k, v in params.items() if k in ch.params})
+
+
 def generate(seed: int, n_ops: int, target: str, file_size_max: int,
              choices: Choices | None = None) -> Sequence:
     """Sequence ``seed``: ``n_ops`` ops (the last a whole-file verify) on a
-    ``target`` ("file" or "blockdev") of at most ``file_size_max`` bytes."""
-    if target not in ("file", "blockdev"):
-        raise ValueError(f"target must be 'file' or 'blockdev', not {target!r}")
+    ``target`` ("file", "blockdev" or "zvol") of at most ``file_size_max`` bytes."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
     if file_size_max < 2 * PAGE:
         raise ValueError(f"file_size_max {file_size_max} leaves no room: give at least {2 * PAGE}")
     ch = choices or Choices()
     rng = random.Random(seed)
-    props = _pick(rng, {k: tuple(v) for k, v in ch.props.items()})
-    if target == "blockdev":
-        props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
-    params = _pick(rng, ch.param_values, tuple(ch.params))
+    if target == "zvol":
+        props, params = _zvol_conditions(rng, ch)
+    else:
+        props = _pick(rng, {k: tuple(v) for k, v in ch.props.items()})
+        if target == "blockdev":
+            props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
+        params = _pick(rng, ch.param_values, tuple(ch.params))
     g = _Gen(rng, file_size_max, _recordsize(props), ch)
-    if target == "blockdev":
+    if target in BLOCK_TARGETS:
         g.size = file_size_max
     else:
         g.size = min(file_size_max, rng.choice((0, 4196, 12000, 40000, 3 * PAGE, g.rec + 1000,
                                                 file_size_max // 2)))
     init = g.size
-    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k not in BLOCKDEV_SKIP)
+    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k in BLOCK_OPS)
              and (ch.zfs_ops or k not in ZFS_OPS)]
     if not kinds:
         raise ValueError(f"choices.ops {ch.ops} leaves no op for a {target}: "

@@ -13,7 +13,7 @@ from suite.ioengine.explore_io import SOURCES as BUF_SOURCES
 from suite.ioengine.explore_ops import IFACES, ZFS_OPS, Step
 
 __all__ = ["BUF_SOURCES", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
-           "SYNC_OPS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
+           "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
@@ -28,6 +28,8 @@ OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OP
     ("evict", "verify")
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
+# What a sequence runs on: a file, a block device, or a zvol the session makes per run.
+TARGETS = ("file", "blockdev", "zvol")
 
 # The fields each kind uses; the others stay at their defaults and out of the JSON.
 _FIELDS: dict[str, tuple[str, ...]] = {
@@ -97,7 +99,7 @@ class Sequence:
     props: dict[str, str] = field(default_factory=dict)
     params: dict[str, int] = field(default_factory=dict)
     ops: tuple[Op, ...] = ()
-    target: str = "file"             # file | blockdev
+    target: str = "file"             # file | blockdev | zvol (a blockdev the session makes)
     init_size: int = 0
     file_size_max: int = 1 << 20
 
@@ -123,6 +125,9 @@ class Sequence:
     def from_dict(cls, d: dict[str, Any]) -> "Sequence":
         if d.get("version", FORMAT_VERSION) != FORMAT_VERSION:
             raise ValueError(f"sequence format {d.get('version')} is not {FORMAT_VERSION}")
+        if d.get("target", "file") not in TARGETS:
+            raise ValueError(f"sequence target {d.get('target')!r} is not one of "
+                             f"{', '.join(TARGETS)}")
         return cls(seed=int(d["seed"]), props=dict(d.get("props") or {}),
                    params={k: int(v) for k, v in (d.get("params") or {}).items()},
                    ops=tuple(Op.from_dict(o) for o in d.get("ops") or ()),
@@ -141,7 +146,10 @@ class Sequence:
         """The sequence for a person: its conditions, then one op a line
         (``mark``: the op that failed gets an arrow)."""
         lines = [f"seed {self.seed}, target {self.target}, initial size {self.init_size}"]
-        if self.props:
+        if self.props and self.target == "zvol":    # a zvol's properties are set at its birth
+            lines.append(f"zfs create -V {self.file_size_max} " + " ".join(
+                f"-o {k}={v}" for k, v in sorted(self.props.items())) + " POOL/DATASET/VOL")
+        elif self.props:
             lines.append("zfs set " + " ".join(f"{k}={v}" for k, v in sorted(self.props.items())))
         for k, v in sorted(self.params.items()):
             lines.append(f"echo {v} > /sys/module/zfs/parameters/{k}")
