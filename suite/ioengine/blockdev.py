@@ -46,13 +46,19 @@ def find_zvol(name: str) -> str | None:
     return None
 
 
-def cmd_zvol_dev(args: argparse.Namespace) -> int:
-    deadline = time.monotonic() + args.wait_s
-    while True:                 # minors are created asynchronously after `zfs create -V`
-        dev = find_zvol(args.name)
+def wait_zvol(name: str, wait_s: float) -> str | None:
+    """:func:`find_zvol`, asked again until ``wait_s`` passed: minors are created
+    asynchronously after ``zfs create -V``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        dev = find_zvol(name)
         if dev or time.monotonic() > deadline:
-            break
+            return dev
         time.sleep(0.2)
+
+
+def cmd_zvol_dev(args: argparse.Namespace) -> int:
+    dev = wait_zvol(args.name, args.wait_s)
     print(json.dumps({"event": "zvol", "name": args.name, "dev": dev}), flush=True)
     return EXIT_OK if dev else EXIT_FAILED
 

@@ -20,6 +20,10 @@ N, "op": ..., "ok": ..., "outcome": ..., "kind": ..., "why": ...}`` after it,
 and ``{"event": "explore-done", "ok": ..., "failed_at": N|null, "kind": ...,
 "first_wrong_byte": ...}``. It stops at the first failed op.
 
+``--zvol NAME`` says which zvol the ``--blockdev`` target is: when ``--file``
+is a block device that does not serve NAME (a replay in another guest, where
+the zvol got another minor), NAME's ``/dev/zdN`` is found by name and used.
+
 Exit: 0 every op ok, 1 an op failed, 2 the sequence cannot be read, 4 the
 target cannot be set up. A passing run removes its target and scratch files
 (``--keep`` keeps them); a failing one leaves them for inspection. Snapshots
@@ -31,9 +35,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import time
 from typing import Any
 
+from .blockdev import wait_zvol, zvol_name
 from .content import pattern
 from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step
 from .explore_zfs import ZfsTools, destroy_snapshots
@@ -144,21 +150,45 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     return EXIT_OK if failed is None else EXIT_FINDING
 
 
+def zvol_device(path: str, name: str, wait_s: float) -> str | None:
+    """The device to run on for zvol ``name``: ``path`` when it serves that zvol
+    (or is a regular file standing in for one: it cannot be asked), else the
+    ``/dev/zdN`` that does, looked up by name (None: none within ``wait_s``)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISBLK(st.st_mode) or zvol_name(path) == name:
+            return path
+    except OSError:
+        pass
+    return wait_zvol(name, wait_s)
+
+
 def cmd_explore_run(args: argparse.Namespace) -> int:
     try:
         seq, steps = load_sequence(args.sequence)
     except (OSError, ValueError, TypeError) as e:
         emit({"event": "error", "stage": "sequence", "error": f"{type(e).__name__}: {e}"})
         return EXIT_USAGE
-    if args.blockdev and not args.scratch:
+    blockdev = args.blockdev or bool(args.zvol)
+    if blockdev and not args.scratch:
         emit({"event": "error", "stage": "sequence",
               "error": "--blockdev needs --scratch PREFIX (scratch files on the dataset)"})
         return EXIT_USAGE
+    path = args.file
+    if args.zvol:
+        found = zvol_device(path, args.zvol, min(60.0, args.op_timeout))
+        if found is None:
+            emit({"event": "error", "stage": "setup", "error": f"no /dev/zdN serves zvol "
+                  f"{args.zvol} ({path} does not): create it first (zfs create -V)"})
+            return EXIT_FAILED
+        if found != path:
+            emit({"event": "zvol", "name": args.zvol, "dev": found, "given": path})
+        path = found
     zfs = None
     if args.zfs_dataset:
         zfs = ZfsTools(args.zfs_dataset, args.zfs_cmd, args.zpool_cmd, args.zfs_libdir,
                        args.op_timeout)
-    return run_sequence(seq, steps, args.file, args.scratch or args.file, args.blockdev,
+    return run_sequence(seq, steps, path, args.scratch or path, blockdev,
                         args.op_timeout, args.keep, args.tamper_after_data, zfs)
 
 
@@ -169,6 +199,9 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--file", required=True, help="the target (created, or truncated)")
     e.add_argument("--blockdev", action="store_true",
                    help="the target is a block device: written over, never truncated")
+    e.add_argument("--zvol", default=None, metavar="NAME",
+                   help="the target is this zvol (implies --blockdev): when --file is not its "
+                        "device, its /dev/zdN is found by name (a replay in another guest)")
     e.add_argument("--scratch", default=None, metavar="PREFIX",
                    help="scratch files PREFIX.src and PREFIX.shm (default: the target's path)")
     e.add_argument("--op-timeout", type=float, default=DEFAULT_OP_TIMEOUT_S,
