@@ -6,7 +6,7 @@ Every op leaves an :class:`Outcome`: ``ok`` (done, and what it read equals the
 model), ``einval`` (a misaligned O_DIRECT request refused with EINVAL: allowed),
 ``unsupported`` (the filesystem or kernel lacks it: EOPNOTSUPP and kin; O_DIRECT
 refused at open), ``refused`` (declined in a way the op allows: a write from a
-racing buffer failing Direct I/O write verification with EIO, a clone of blocks
+racing buffer to a file failing Direct I/O write verification with EIO, a clone of blocks
 that cannot be shared with EINVAL), ``skipped``
 (nothing to do: an mmap past EOF) or ``failed`` with a ``kind``:
 ``wrong-bytes``, ``short`` (a count short of EOF), ``overrun`` (the kernel wrote

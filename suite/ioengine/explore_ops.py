@@ -181,11 +181,14 @@ def _judge_write(ctx: Ctx, s: Step, buf: IoBuffer, data: bytes, res: int | None,
                  stage: str | None) -> Outcome:
     """A write's result, and the model after it: its data when it returned its
     length; from a racing buffer, whatever every read path agrees landed (also
-    after EIO, which only a racing write may get: write verify refused it)."""
+    after EIO, which only a racing write to a file may get: write verify refused
+    it. A zvol retries such a write through the ARC (zvol-dio 68e961e25; stock
+    zvols copy, never verify): EIO from a block device is a finding)."""
     if stage == "timeout":
         return failed("hang", f"no completion within {ctx.target.timeout_s}s")
     racing = s.buf == "racing"
-    if err == errno_mod.EIO and racing and stage in ("syscall", "complete"):
+    if err == errno_mod.EIO and racing and stage in ("syscall", "complete") and \
+            not ctx.target.blockdev:
         return settle_racing_write(ctx, s, refused=True)
     if err:
         return _refused(err, stage, s, buf) or error(err, stage or "write", res)
