@@ -93,10 +93,17 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
     if confirmed is not None:
         lines.append("replayed once more: " + ("failed the same way" if confirmed
                                                else "did NOT fail again (flaky?)"))
-    lines += ["", seq.render(mark=verdict.failed_at), "",
-              "replay in a guest with the build loaded (the dataset set as above):",
-              f"  python -m suite.ioengine explore-run {replay_file} --file /POOL/DATASET/x.bin"
-              + (" --zfs-dataset POOL/DATASET" if any(o.op in ZFS_OPS for o in seq.ops) else "")]
+    lines += ["", seq.render(mark=verdict.failed_at), ""]
+    if seq.target == "zvol":
+        lines += ["replay in a guest with the build loaded (the zvol made as above, "
+                  "the parameters set):",
+                  f"  python -m suite.ioengine explore-run {replay_file} --file /dev/zdN "
+                  "--blockdev --scratch /POOL/DATASET/x --zvol POOL/DATASET/VOL"]
+    else:
+        lines += ["replay in a guest with the build loaded (the dataset set as above):",
+                  f"  python -m suite.ioengine explore-run {replay_file} --file "
+                  "/POOL/DATASET/x.bin" + (" --zfs-dataset POOL/DATASET" if any(
+                      o.op in ZFS_OPS for o in seq.ops) else "")]
     if verdict.einval or verdict.unsupported or verdict.refused:
         lines.append(f"allowed on the way: EINVAL at ops {verdict.einval}; refused (racing "
                      f"writes, EIO) at ops {verdict.refused}; unsupported: "

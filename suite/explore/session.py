@@ -1,12 +1,13 @@
 """What the ``explore`` case runs: generate sequence k (its seed derived from
 the master seed and k), write it to the case folder, run it in the guest,
 judge it; on a failure shrink it by replaying candidates through the same
-guest command (each on a fresh file), save the smallest as
+guest command (each on a fresh file, or a fresh zvol: :mod:`.targets`), save the smallest as
 ``explore/minimal-<seed>.json`` and ``.txt``, replay that once more to
 confirm, and return the findings.
 
 Every run goes through ``python -m suite.ioengine explore-run
-/tmp/ozfs-engine/<name>.seq.json --file <dataset>/<name>.bin``, so the case's
+/tmp/ozfs-engine/<name>.seq.json --file <dataset>/<name>.bin`` (a zvol: ``--file
+/dev/zdN --blockdev --scratch <dataset>/<name> --zvol <its name>``), so the case's
 ``commands.log`` holds each of them and its reproducer (``repro/repro.sh``)
 replays them; the sequences themselves are kept as ``engine/<name>.seq.json``
 with the engine's output beside them (``<name>.results.jsonl``).
@@ -39,6 +40,7 @@ from suite.casekit.engine import parse_lines
 from suite.explore.judge import Verdict, in_flight, judge, report_text
 from suite.explore.ops import Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
+from suite.explore.targets import ZvolMaker, make_targets
 
 REMOTE_DIR = "/tmp/ozfs-engine"
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|x)?\s*$")
@@ -181,7 +183,7 @@ class Settings:
     out_dir: Path                   # minimal-<seed>.json/.txt, summary.json
     n_ops: int = 40
     file_size_max: int = 3 << 20
-    target: str = "file"            # the session runs files only (see Explorer)
+    target: str = "file"            # file | zvol: a fresh one per run (suite/explore/targets.py)
     seq_timeout_s: float = 180.0    # per run, before the runner's scale
     shrink_tries: int = DEFAULT_TRIES
     shrink_s: float = 1200.0        # wall clock for shrinking one finding
@@ -219,6 +221,7 @@ class Finding:
 class ExploreResult:
     master_seed: int
     budget: str
+    target: str = "file"
     runs: list[dict[str, Any]] = field(default_factory=list)   # one per generated sequence
     findings: list[Finding] = field(default_factory=list)
     no_result: list[tuple[int, Verdict]] = field(default_factory=list)   # (seed, verdict)
@@ -226,7 +229,7 @@ class ExploreResult:
     elapsed_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"master_seed": self.master_seed, "budget": self.budget,
+        return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
                 "sequences": len(self.runs), "replays": self.replays,
                 "elapsed_s": round(self.elapsed_s, 1), "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
@@ -243,13 +246,16 @@ class Explorer:
     """One exploration: its runner, where its files go, what it may pick, how a
     sequence's conditions are put in place, where what its ops may leave is
     declared (``declare(why, ereports)``), the guest's ZFS commands for the ZFS
-    ops (``zfs``; both default to what :class:`Conditions` knows), and every
+    ops (``zfs``; both default to what :class:`Conditions` knows), what makes
+    the zvols of a ``zvol`` target (``zvols``: it is asked first which properties
+    a zvol of the build has, and refuses a build that makes none), and every
     run it made."""
 
     def __init__(self, runner: SequenceRunner, settings: Settings, choices: Choices,
                  configure: Callable[[Sequence], None] = lambda seq: None,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print,
-                 declare: Declare | None = None, zfs: GuestZfs | None = None):
+                 declare: Declare | None = None, zfs: GuestZfs | None = None,
+                 zvols: ZvolMaker | None = None):
         self.runner, self.s = runner, settings
         self.configure, self.clock, self.log = configure, clock, log
         if isinstance(configure, Conditions):
@@ -263,26 +269,30 @@ class Explorer:
         self.choices = replace(choices, zfs_ops=(zfs is not None) if wanted is None else wanted)
         self.engine_args = zfs.engine_args() if zfs is not None else []
         self.declared: set[str] = set()
-        if settings.target != "file":
-            raise ValueError(f"the session explores files (a fresh one per run), not "
-                             f"{settings.target!r}: run a blockdev sequence with "
-                             f"python -m suite.ioengine explore-run SEQ --blockdev --scratch P")
+        self.targets = make_targets(settings.target, settings.workdir, zvols, log)
+        self.choices = self.targets.choices(self.choices)
         self.replays = 0
         self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
         for d in (settings.seq_dir, settings.out_dir):
             d.mkdir(parents=True, exist_ok=True)
 
     def replay(self, seq: Sequence, label: str) -> Verdict:
-        """Run ``seq`` once, on a file of its own, under its conditions."""
+        """Run ``seq`` once, on a file (or zvol) of its own, under its conditions."""
+        if seq.target != self.s.target:
+            raise ValueError(f"sequence {seq.seed} is for a {seq.target} target and this "
+                             f"session explores a {self.s.target}: give Settings(target="
+                             f"{seq.target!r})")
         self.replays += 1
         name = f"explore-{seq.seed}-{self.replays:04d}-{label}"
         seq_file = self.s.seq_dir / f"{name}.seq.json"
         seq_file.write_text(seq.to_json())
-        self.configure(seq)
+        self.configure(self.targets.conditions(seq))
         self.declare_leaves(seq)
-        out = self.runner.run_sequence(seq_file, f"{self.s.workdir}/{name}.bin",
-                                       self.s.seq_timeout_s, self.engine_args)
+        run = self.targets.prepare(seq, name)
+        extra = [*run.args, *(self.engine_args if run.zvol is None else [])]
+        out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
+        self.targets.release(run, v)
         self.last[seq.key()] = v
         return v
 
@@ -333,7 +343,7 @@ class Explorer:
                        json_path, txt_path, text)
 
     def run(self, master_seed: int, budget: Budget) -> ExploreResult:
-        result = ExploreResult(master_seed, str(budget))
+        result = ExploreResult(master_seed, str(budget), self.s.target)
         t0, k = self.clock(), 0
         while budget.allows(k, self.clock() - t0):
             seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
@@ -368,15 +378,16 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
             configure: Callable[[Sequence], None] = lambda seq: None,
             clock: Callable[[], float] = time.monotonic,
             log: Callable[[str], None] = print, declare: Declare | None = None,
-            zfs: GuestZfs | None = None) -> ExploreResult:
+            zfs: GuestZfs | None = None, zvols: ZvolMaker | None = None) -> ExploreResult:
     """Explore until the budget is spent or a finding is made (and shrunk)."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log,
-                    declare, zfs).run(master_seed, budget)
+                    declare, zfs, zvols).run(master_seed, budget)
 
 
 class Conditions:
     """Puts a sequence's dataset properties and module parameters in place (only
-    those that change; the case's fixture restores the parameters afterwards)."""
+    those that change; the case's fixture restores the parameters afterwards).
+    A zvol target's properties are the zvol's own: the session gives none here."""
 
     def __init__(self, zfs_guest: Any, dataset: Any) -> None:
         self.zfs, self.dataset = zfs_guest, dataset
