@@ -17,16 +17,22 @@ may be refused with EINVAL; an op the filesystem lacks is recorded as
 unsupported). A failing sequence is shrunk by replaying candidates in the guest
 (``suite/explore/shrink.py``) and the case fails with the minimal sequence, one
 op a line (``explore/minimal-<seed>.txt`` in the case folder). Options:
-``--explore-seed N`` (the master seed) and ``--explore-budget 15m|90s|20x``.
+``--explore-seed N`` (the master seed), ``--explore-budget 15m|90s|20x`` and
+``--explore-target file|zvol``: with ``zvol`` each sequence runs on a fresh
+zvol under the case's dataset, made with its volblocksize, compression,
+checksum, sync and primarycache (those a zvol of the build has), as a block
+device, with ``zvol_dio_enabled`` varied where the build has it; only the ops
+a block device can do (``suite/explore/gen.py`` ``BLOCK_OPS``).
 """
 from __future__ import annotations
 
 import pytest
 
-from suite.explore.gen import PARAM_CHOICES, PROP_CHOICES, Choices
 from suite.explore.ops import Sequence
 from suite.explore.session import (Budget, Conditions, GuestRunner, Settings, dataset_props,
                                    explore, parse_budget)
+from suite.explore.targets import NoZvols, choices_for
+from suite.explore.zvol import GuestZvols
 
 pytestmark = [pytest.mark.vm, pytest.mark.explore]
 
@@ -53,17 +59,21 @@ def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
 def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_budget):
     """Generated sequences, each op checked; a failure shrunk and shown."""
     seed = request.config.getoption("explore_seed")
-    have = dataset_props(zfs_guest, pool.name)
-    params = tuple(p for p in sorted(PARAM_CHOICES) if zfs_guest.has_param(p))
-    choices = Choices(props={k: v for k, v in PROP_CHOICES.items() if k in have},
-                      params=params)
+    target = request.config.getoption("explore_target")
+    zvols = GuestZvols(zfs_guest, pool, engine) if target == "zvol" else None
+    try:
+        have = zvols.properties() if zvols else dataset_props(zfs_guest, pool.name)
+    except NoZvols as e:
+        pytest.fail(f"--explore-target zvol on a build that makes no zvol:\n{e}", pytrace=False)
+    choices = choices_for(target, have, zfs_guest.has_param)
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
-                        out_dir=case_dir / "explore", shrink_s=SHRINK_S)
-    print(f"explore: master seed {seed}, budget {explore_budget}; props varied: "
-          f"{', '.join(sorted(choices.props)) or 'none'}; params varied: "
-          f"{', '.join(params) or 'none (the build has neither)'}")
+                        out_dir=case_dir / "explore", shrink_s=SHRINK_S, target=target)
+    varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
+    print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
+          f"varied: {', '.join(varied or ()) or 'none'}; params varied: "
+          f"{', '.join(choices.params) or 'none (the build has none of them)'}")
     result = explore(GuestRunner(engine), settings, seed, explore_budget, choices,
-                     Conditions(zfs_guest, pool))
+                     Conditions(zfs_guest, pool), zvols=zvols)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
           f"{result.elapsed_s:.0f}s; summary {settings.out_dir / 'summary.json'}")
     for f in result.findings:

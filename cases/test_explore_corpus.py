@@ -1,7 +1,8 @@
 """The findings of ``suite explore``, kept (``cases/explore_corpus/*.json``):
-each minimal sequence replayed three times on a fresh file under its own dataset
-properties and module parameters (those the build has), every read checked
-against the model. In the default selection: a fixed finding must stay fixed."""
+each minimal sequence replayed three times on a fresh file (a ``"target":
+"zvol"`` one: a fresh zvol made with its properties) under its own properties
+and module parameters (those the build has), every read checked against the
+model. In the default selection: a fixed finding must stay fixed."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from suite.explore.gen import PARAM_CHOICES, Choices
+from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
 from suite.explore.session import Conditions, Explorer, GuestRunner, Settings, dataset_props
+from suite.explore.targets import NoZvols, param_table
+from suite.explore.zvol import GuestZvols
 
 pytestmark = [pytest.mark.vm]
 
@@ -24,18 +27,25 @@ RUNS = 3
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
 def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
     seq = Sequence.from_json(path.read_text())
-    have = dataset_props(zfs_guest, pool.name)
+    zvols = GuestZvols(zfs_guest, pool, engine) if seq.target == "zvol" else None
+    try:
+        have = zvols.properties() if zvols else dataset_props(zfs_guest, pool.name)
+    except NoZvols as e:
+        pytest.fail(f"{path.name} runs on a zvol, and this build makes none:\n{e}",
+                    pytrace=False)
     lacking = sorted([k for k in seq.props if k not in have] +
                      [k for k in seq.params if not zfs_guest.has_param(k)])
     if any(k in lacking for k in seq.props):
-        pytest.skip(f"the build's datasets have no {', '.join(lacking)}: the sequence "
+        kind = "zvols" if seq.target == "zvol" else "datasets"
+        pytest.skip(f"the build's {kind} have no {', '.join(lacking)}: the sequence "
                     f"cannot run as found")
     seq = replace(seq, params={k: v for k, v in seq.params.items()
-                               if k in PARAM_CHOICES and zfs_guest.has_param(k)})
+                               if k in param_table(seq.target) and zfs_guest.has_param(k)})
     runner = Explorer(GuestRunner(engine), Settings(workdir=pool.mountpoint,
                                                     seq_dir=engine.outdir,
-                                                    out_dir=case_dir / "explore"),
-                      Choices(), Conditions(zfs_guest, pool))
+                                                    out_dir=case_dir / "explore",
+                                                    target=seq.target),
+                      Choices(), Conditions(zfs_guest, pool), zvols=zvols)
     verdicts = [runner.replay(seq, f"corpus{i}") for i in range(RUNS)]
     bad = [v for v in verdicts if v.state != "ok"]
     note = f" (params the build lacks, not set: {', '.join(lacking)})" if lacking else ""

@@ -71,7 +71,7 @@ def explore_args(args: argparse.Namespace) -> list[str]:
     if not args.explore:
         return []
     return ["-m", "explore or not explore", "--explore-budget", args.explore,
-            "--explore-seed", str(args.explore_seed)]
+            "--explore-seed", str(args.explore_seed), "--explore-target", args.explore_target]
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -147,7 +147,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from suite.explore.lane import build_argv, run_lane
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
-                    args.budget, args.pytest_args)
+                    args.budget, args.pytest_args, target=args.target)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -253,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run `suite explore` on both sides for BUDGET (15m, 20x), "
                          "the same seed on each")
     gt.add_argument("--explore-seed", type=int, default=1)
+    gt.add_argument("--explore-target", choices=("file", "zvol"), default="file",
+                    help="--explore: a fresh file per sequence, or a fresh zvol")
     gt.add_argument("--reruns", type=int, default=2,
                     help="reruns of a case that passed on base and failed with the series")
     gt.set_defaults(func=cmd_gate)
@@ -272,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     add_build_options(rp.add_argument)
     rp.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     rp.set_defaults(func=cmd_repro)
-    ex = sub.add_parser("explore", help="seeded op sequences on a dataset, every read checked "
+    ex = sub.add_parser("explore", help="seeded op sequences on a file of a dataset (or a zvol), "
+                                        "every read checked "
                                         "against a model, a failure shrunk: exit 0 nothing "
                                         "found, 1 a finding, 2 inconclusive")
     add_build_options(ex.add_argument)
@@ -280,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--budget", type=_budget, default="5m",
                     help="how long to explore: 90s, 15m, 1h, or 20x for 20 sequences "
                          "(default 5m; shrinking a finding comes on top)")
+    ex.add_argument("--target", choices=("file", "zvol"), default="file",
+                    help="what each sequence runs on: a fresh file on the case's dataset "
+                         "(default), or a fresh zvol under it, with the sequence's "
+                         "volblocksize and properties, run as a block device")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

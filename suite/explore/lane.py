@@ -55,13 +55,15 @@ def classify(verdicts: dict[str, CaseVerdict], problem: str = "") -> tuple[int, 
 
 
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
-             results: Path | None = None) -> int:
+             results: Path | None = None, target: str = "file") -> int:
+    """``target``: what each sequence runs on, a fresh ``file`` or a fresh ``zvol``."""
     budget: Budget = parse_budget(budget_text)
+    tail = "-zvol" if target == "zvol" else ""
     results = results or paths.results_root() / \
-        f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}"
+        f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}{tail}"
     args = ["-m", "explore", "--explore-seed", str(seed), "--explore-budget", str(budget),
-            *build]
-    print(f"==> explore: seed {seed}, budget {budget}; pytest {' '.join(args)} "
+            "--explore-target", target, *build]
+    print(f"==> explore: seed {seed}, budget {budget}, target {target}; pytest {' '.join(args)} "
           f"(results {results})", flush=True)
     timeout = max(SESSION_TIMEOUT, budget.explore_s(120.0) + MARGIN_S)
     _, problem, secs = run_cases(args, results, pytest_args, timeout=timeout, targets=[str(CASES)])

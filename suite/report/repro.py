@@ -62,14 +62,21 @@ def case_commands(log: str) -> list[tuple[str, bool]]:
     return out
 
 
+RUN_NAME = re.compile(r"explore-\d+-\d{4}-[A-Za-z0-9]+")     # one run of suite explore
+
+
 def only_the_finding(steps: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """An explore case ran many sequences and every shrink candidate; once it
     confirmed a minimal failing one (``*-confirm.seq.json``), its reproducer runs
-    just that one, after the property and parameter steps that led to it."""
+    just that one, after the property and parameter steps that led to it (and,
+    on a zvol target, only that run's zvol: the others' are left out by name)."""
     confirm = [c for c, _ in steps if "explore-run" in c and "-confirm.seq.json" in c]
     if not confirm:
         return steps
-    return [(c, bg) for c, bg in steps if "explore-run" not in c or c == confirm[-1]]
+    m = RUN_NAME.search(confirm[-1])
+    mine = m.group(0) if m else None
+    return [(c, bg) for c, bg in steps if ("explore-run" not in c or c == confirm[-1])
+            and all(n == mine for n in RUN_NAME.findall(c))]
 
 
 def translate(cmd: str) -> str | None:

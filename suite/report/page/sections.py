@@ -58,7 +58,9 @@ def explore(sides: Sides) -> Section | None:
                     states[str(r.get("state"))] = states.get(str(r.get("state")), 0) + 1
                 sec.intro.append(
                     f"{side + ': ' if len(sides) > 1 else ''}master seed "
-                    f"{data.get('master_seed', '?')}, budget {data.get('budget', '?')}: "
+                    f"{data.get('master_seed', '?')}, budget {data.get('budget', '?')}"
+                    + (f", on a {data['target']}" if data.get("target", "file") != "file" else "")
+                    + ": "
                     f"{data.get('sequences', 0)} sequence(s) ("
                     + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
                     + f"), {data.get('replays', 0)} replay(s) in "
