@@ -336,7 +336,7 @@ def test_zts_lbs_changes_only_the_zts_guests_sector_size(tmp_path):
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "test_shape.py").write_text(
         "import json, pytest\n"
-        "from suite.plugin.fixtures import shape_of\n"
+        "from suite.plugin.grouping import shape_of\n"
         "@pytest.mark.zts\n@pytest.mark.guest(nvme=4, size_mib=4096)\n"
         "def test_zts_shape(request):\n"
         "    print('SHAPE', request.node.name, json.dumps(shape_of(request.node).lbs))\n"

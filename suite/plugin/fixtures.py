@@ -24,6 +24,7 @@ from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
+from suite.plugin.grouping import shape_of
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom
@@ -98,11 +99,6 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
     (run_ctx.run_dir / "accel.json").write_text(json.dumps(
         {"name": a.name, "scale": a.scale, "reason": a.reason}) + "\n")
     return a
-
-
-def shape_of(item: pytest.Item) -> GuestShape:
-    m = item.get_closest_marker("guest")
-    return GuestShape(**m.kwargs) if m else GuestShape()
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,12 @@ from suite.guest.lifecycle import GuestShape
 SHAPES_FILE = "shapes.json"
 
 
+def shape_of(item: pytest.Item) -> GuestShape:
+    """The guest shape a case asks for (``@pytest.mark.guest(...)``)."""
+    m = item.get_closest_marker("guest")
+    return GuestShape(**m.kwargs) if m else GuestShape()
+
+
 def shape_key(shape: GuestShape) -> str | None:
     """A stable name for a non-default shape; None for the default one."""
     if shape == GuestShape():
@@ -80,7 +86,6 @@ class GroupingPlugin:
 
     @staticmethod
     def _key(item: pytest.Item) -> str | None:
-        from suite.plugin.fixtures import shape_of
         return shape_key(shape_of(item)) if item.get_closest_marker("guest") else None
 
     @pytest.hookimpl(trylast=True)
