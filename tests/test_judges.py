@@ -221,7 +221,16 @@ def test_rules_need_reasons(tmp_path: Path):
 def test_scrub_and_zdb_findings():
     assert ondisk.scrub_findings("tank", STATUS_CLEAN) == []
     [f] = ondisk.scrub_findings("tank", STATUS_HEALED)
-    assert f.kind == "ondisk:scrub" and "CKSUM=37" in f.detail
+    assert f.kind == "ondisk:scrub" and "CKSUM+37" in f.detail
+    # The case's own errors were there before the scrub (zvol-dio head, --thorough:
+    # a zinject -e io case left READ counts): the scrub found nothing new.
+    assert ondisk.scrub_findings("tank", STATUS_HEALED, before=STATUS_HEALED) == []
+    more = STATUS_HEALED.replace("0    37", "0    40")
+    [g] = ondisk.scrub_findings("tank", more, before=STATUS_HEALED)
+    assert "CKSUM+3" in g.detail
+    declared = Leaves()
+    declared.add("zinject -d /dev/nvme0n1 -e corrupt", errors={"cksum"}, vdevs={"/dev/nvme0n1"})
+    assert ondisk.scrub_findings("tank", more, before=STATUS_HEALED, leaves=declared) == []
     assert ondisk.zdb_findings("tank", 0, "Traversing all blocks...\n\tbp count: 12\n") == []
     leak = "leaked space: vdev 0, offset 0x4000, size 4096\nblock traversal size 1 != alloc 2"
     [z] = ondisk.zdb_findings("tank", 3, leak)

@@ -32,16 +32,28 @@ class OnDisk:
     seconds: float = 0.0
 
 
-def scrub_findings(pool: str, status: str) -> list[Finding]:
+def scrub_findings(pool: str, status: str, before: str = "", leaves=None) -> list[Finding]:
+    """What the scrub itself found: error counters that grew during it (``before``:
+    ``zpool status -p`` right before; the case's own errors are already the
+    after-case judges'), and permanent errors that appeared, except what the case
+    declared it leaves (``Leaves``: a zinject case's vdev, its kind of error)."""
+    prior = {v.name: v for p in pools.parse_status(before) if p.name == pool for v in p.vdevs}
+    had_data_errors = any(p.data_errors for p in pools.parse_status(before) if p.name == pool)
     out = []
     for p in pools.parse_status(status):
         if p.name != pool:
             continue
-        bad = [f"{v.name} {k.upper()}={getattr(v, k)}" for v in p.vdevs
-               for k in pools.ERRORS if getattr(v, k)]
-        if bad or p.data_errors:
+        bad = []
+        for v in p.vdevs:
+            for k in pools.ERRORS:
+                grew = getattr(v, k) - getattr(prior.get(v.name), k, 0)
+                if grew > 0 and not (leaves is not None and leaves.allows_errors(v.name, k)):
+                    bad.append(f"{v.name} {k.upper()}+{grew}")
+        new_data = p.data_errors and not had_data_errors and not (
+            leaves is not None and leaves.data_errors)
+        if bad or new_data:
             out.append(Finding("ondisk:scrub", f"{pool}: a scrub after the case found "
-                               + ", ".join(bad + ([f"errors: {p.errors}"] if p.data_errors
+                               + ", ".join(bad + ([f"errors: {p.errors}"] if new_data
                                                   else []))))
     return out
 
@@ -114,8 +126,10 @@ def check(zfs, pool: str, timeout: float, rules: kstats.Rules | None = None,
     pool is imported), ``zdb -e -bcc`` it, import it again."""
     t = time.monotonic()
     notes: list[str] = []
+    before = zfs.zpool("status", "-pvP", pool, check=False).stdout
     zfs.zpool("scrub", "-w", pool, timeout=timeout)
-    found = scrub_findings(pool, zfs.zpool("status", "-pvP", pool, check=False).stdout)
+    found = scrub_findings(pool, zfs.zpool("status", "-pvP", pool, check=False).stdout,
+                           before, getattr(zfs, "leaves", None))
     zfs.zpool("export", pool, timeout=timeout)
     try:
         found += leak_findings(zfs, rules, baseline, notes)
