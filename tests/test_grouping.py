@@ -92,3 +92,6 @@ def test_xdist_puts_each_shape_on_one_worker(pytester, env, tmp_path: Path):
     shapes = json.loads((run / "shapes.json").read_text())
     assert sorted(shapes) == sorted(f"test_cases.py::test_{s}[{i}]"
                                     for s in ("poison", "small") for i in range(3))
+    # The controller collects nothing under xdist: the report's counts are the workers'.
+    sel = json.loads((run / "selection.json").read_text())
+    assert sel["collected"] == 12 and sel["deselected"] == 0, sel

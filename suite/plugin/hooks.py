@@ -13,6 +13,7 @@ Besides the reports, the hooks keep every verdict honest:
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -179,6 +180,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = [i for i in items if not i.get_closest_marker(marker)]
+
+
+WORKER_COLLECTION = "collection.json"      # what an xdist worker selected
+_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        cfg = items[0].config
+        cfg.stash[_DESELECTED] = cfg.stash.get(_DESELECTED, 0) + len(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker writes what it selected: the controller collects nothing, and
+    the report's "what ran" needs the counts (every worker writes the same)."""
+    if getattr(session.config, "workerinput", None) is None:
+        return
+    d = session.config.stash[RUN_DIR]
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{WORKER_COLLECTION}.{os.getpid()}"
+    tmp.write_text(json.dumps({"collected": len(session.items)
+                               + session.config.stash.get(_DESELECTED, 0),
+                               "deselected": session.config.stash.get(_DESELECTED, 0)}))
+    tmp.replace(d / WORKER_COLLECTION)
+
+
+def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int]:
+    """(collected, deselected): the terminal's, or under xdist the workers'."""
+    n = getattr(terminalreporter, "_numcollected", None)
+    deselected = len(terminalreporter.stats.get("deselected", []))
+    if not n and config.pluginmanager.hasplugin("dsession"):
+        try:
+            w = json.loads((config.stash[RUN_DIR] / WORKER_COLLECTION).read_text())
+            return int(w["collected"]), int(w["deselected"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return n, deselected
 
 
 def pytest_configure_node(node) -> None:  # xdist: the controller hands its run dir on
@@ -411,9 +449,9 @@ def _selection(config: pytest.Config, terminalreporter) -> str:
              *(f"--{k.replace('_', '-')} {opt(k)}" for k in ("zfs_ref", "zfs_source", "kernel")
                if opt(k))]
     started = getattr(terminalreporter, "_sessionstarttime", None)
+    collected, deselected = _collected(config, terminalreporter)
     return selection_record(
-        collected=getattr(terminalreporter, "_numcollected", None),
-        deselected=len(terminalreporter.stats.get("deselected", [])),
+        collected=collected, deselected=deselected,
         k=opt("keyword"), m=opt("markexpr"), shard=opt("shard"),
         accel=opt("accel") if opt("accel") != "auto" else None,
         tier=f"{resolved[0]}: {resolved[1]}" if resolved else opt("tier"),
