@@ -254,12 +254,25 @@ class Zfs:
     def create_pool(self, spec: PoolSpec, devices: list[str] | None = None) -> "Pool":
         args = self.pool_create_args(spec, devices)
         self.zpool("destroy", "-f", spec.name, check=False)
-        self.zpool(*args, timeout=300)
+        for attempt in range(CREATE_TRIES):
+            r = self.zpool(*args, timeout=300, check=attempt == CREATE_TRIES - 1)
+            if r.rc == 0:
+                break
+            if not any(m in r.stderr + r.stdout for m in DEVICES_SETTLING):
+                self.zpool(*args, timeout=300)      # another error: raise it as it is
+            # The disks of the pool just destroyed are still being re-read (partition
+            # table, udev): zfs-2.3.9 under TCG refused a mirror on them right after
+            # the stripe was destroyed. Wait for udev, then try again.
+            self.guest.run("udevadm settle -t 30 2>/dev/null; sleep 2", timeout=60, check=False)
         return Pool(self, spec.name, spec)
 
     def pools(self) -> list[str]:
         r = self.zpool("list", "-H", "-o", "name", check=False)
         return r.stdout.split()
+
+
+CREATE_TRIES = 3
+DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy")
 
 
 PARAMS_SCRIPT = f"(cd {PARAMS} && grep -H . * 2>/dev/null); true"

@@ -1,0 +1,62 @@
+"""Creating a case's pool: disks still settling after the previous pool was
+destroyed are waited for; any other refusal is raised as it is."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from suite.errors import GuestError
+from suite.guest.zfs import PoolSpec, Zfs
+
+
+@dataclass
+class _Res:
+    rc: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _Guest:
+    """Answers `zpool create` with the queued results, everything else with 0."""
+    def __init__(self, creates: list[_Res]) -> None:
+        self.creates, self.ran = creates, []
+
+    def run(self, line: str, timeout: float = 0, check: bool = True) -> _Res:
+        self.ran.append(line)
+        r = self.creates.pop(0) if " create " in line else _Res(0)
+        if check and r.rc:
+            raise GuestError(f"guest command failed (rc={r.rc}): {line}: {r.stderr}")
+        return r
+
+
+def _zfs(guest: _Guest) -> Zfs:
+    record = SimpleNamespace(commands={"zpool": "/nonexistent/zpool", "zfs": "/nonexistent/zfs"})
+    return Zfs(guest, record, devices=lambda: {"a": "/dev/nvme0n1", "b": "/dev/nvme1n1"})
+
+
+BUSY = _Res(1, stderr="cannot create 'tank': one or more devices is currently unavailable\n")
+
+
+def test_disks_still_settling_are_waited_for_then_the_pool_is_made():
+    g = _Guest([BUSY, _Res(0)])
+    pool = _zfs(g).create_pool(PoolSpec(layout="mirror"))
+    assert pool.name == "tank"
+    creates = [c for c in g.ran if " create " in c]
+    assert len(creates) == 2 and "mirror" in creates[-1]
+    assert any("udevadm settle" in c for c in g.ran)
+
+
+def test_disks_that_never_settle_fail_with_zpools_words():
+    g = _Guest([BUSY, BUSY, BUSY])
+    with pytest.raises(GuestError, match="currently unavailable"):
+        _zfs(g).create_pool(PoolSpec(layout="mirror"))
+
+
+def test_another_refusal_is_raised_at_once():
+    g = _Guest([_Res(1, stderr="invalid vdev specification\n"),
+                _Res(1, stderr="invalid vdev specification\n")])
+    with pytest.raises(GuestError, match="invalid vdev"):
+        _zfs(g).create_pool(PoolSpec(layout="mirror"))
+    assert not any("udevadm" in c for c in g.ran)
