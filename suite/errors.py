@@ -45,6 +45,10 @@ class VMError(SuiteError):
     """A guest could not be booted, reached, or controlled."""
 
 
+class BootTimeout(VMError):
+    """The guest did not answer in time, with no crash seen: a host too busy, most often."""
+
+
 class GuestError(SuiteError):
     """A command in the guest failed or overran its deadline."""
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from suite.errors import VMError
+from suite.errors import BootTimeout, VMError
 from suite.guest.ssh import Guest
 from suite.vm import console
 from suite.vm.accel import Accel
@@ -345,7 +345,7 @@ class VM:
                     guest.close()
             time.sleep(1.0)
         guest.close()
-        raise VMError(f"guest not ready within {timeout:.0f}s ({self.spec.accel.name}); last error: {last_err}",
+        raise BootTimeout(f"guest not ready within {timeout:.0f}s ({self.spec.accel.name}); last error: {last_err}",
                       fix="the host may be overloaded (raise OZFS_VMCI_DEADLINE_SCALE) or the guest hung; "
                           "see the console tail", detail=self.console_tail(60))
 
