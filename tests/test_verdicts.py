@@ -261,6 +261,9 @@ def test_a_stuck_task_after_a_passed_case_makes_the_guest_unfit():
 def test_a_fit_guest_has_no_reason():
     assert Observation(True, [], []).verdict() == ("", [])
     assert Observation(True, teardown_problem="the dataset teardown hung").verdict()[1][0].kind == "hang"
+    # A teardown step that returned an error did not hang (zpool export: "pool is busy").
+    failed = Observation(True, teardown_problem="the dataset teardown failed: zpool export: busy")
+    assert failed.verdict()[1][0].kind == "teardown"
     assert Observation(False).verdict()[1][0].kind == "guest-lost"
 
 

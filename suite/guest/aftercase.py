@@ -77,7 +77,10 @@ class Observation:
                               else ""))
         if self.teardown_problem:
             reasons.append(self.teardown_problem)
-            symptoms.append(Symptom("hang", self.teardown_problem))
+            # A step that ran out of time hung; one that returned an error (zpool
+            # export: "pool is busy") failed: a finding too, named for what it was.
+            kind = "hang" if "hung" in self.teardown_problem else "teardown"
+            symptoms.append(Symptom(kind, self.teardown_problem))
         return "; ".join(reasons), symptoms
 
 

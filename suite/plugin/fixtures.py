@@ -252,17 +252,21 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
         return
     if g.fit:
         try:
-            if request.node.get_closest_marker("zinject"):
+            thorough = request.config.getoption("thorough")
+            if request.node.get_closest_marker("zinject") or thorough:
+                # --thorough exports the pool: a handler the case left armed (even
+                # behind the harness's back) holds it busy.
                 zfs_guest.zinject("-c", "all", check=False, timeout=60)
             r = zfs_guest.zfs("destroy", "-R", "-f", ds.name, check=False, timeout=120)
             if r.rc != 0:
                 g.pool_spec = None      # unknown state: recreate next time
-            elif request.config.getoption("thorough") and g.pool_spec is not None:
+            elif thorough and g.pool_spec is not None:
                 _thorough(request.node, zfs_guest, g, case_dir)
         except GuestError as e:
             # A hang here is a finding like any other: zfs_guest's teardown fails
             # the case with the evidence and recycles the guest.
-            request.node.ozfs_teardown_problem = f"the dataset teardown hung: {e.what}"
+            how = "hung" if "deadline" in e.what else "failed"   # ssh.py: "overran its Ns deadline"
+            request.node.ozfs_teardown_problem = f"the dataset teardown {how}: {e.what}"
 
 
 def _thorough(item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:

@@ -31,12 +31,15 @@ Kinds (strings, so manifests can name them):
   (``kernel:warning``, ``kernel:hung_task``, ``kernel:lockdep``,
   ``kernel:spl_panic``, ``kernel:slub`` (a SLUB red zone or poison report), ...),
   ``guest-lost``, ``hang`` (an operation that did not finish in its deadline),
+  ``teardown`` (a step of letting the case's dataset or pool go returned an error,
+  e.g. ``zpool export``: pool is busy),
   ``killed`` (a command in the guest died of a signal while the guest still answered:
   with ``kernel:user_trap`` on the console, user memory went bad under it);
 - what the case left behind (``suite/judges``): ``taint:<letter>`` (a new kernel
   taint bit), ``kstat:wrap`` / ``kstat:limit`` (accounting that did not balance),
   ``pool:<read|write|cksum|state|data-errors>`` and ``ereport:<class>`` (what the
-  case did not declare), ``ondisk:scrub`` / ``ondisk:zdb`` (``--thorough``);
+  case did not declare), ``ondisk:scrub`` / ``ondisk:zdb`` / ``kstat:leak``
+  (``--thorough``);
 - harness: ``guest-error``, ``not-armed``, ``setup``, ``backstop``,
   ``assertion`` (a failed assert that recorded no symptom), ``harness`` (a step
   of the harness's own, named in the detail, failed or hung the guest; what the
