@@ -267,3 +267,17 @@ def test_meta_license_relabel_and_the_build_key(tmp_path):
     k = Kernel("p", "6.1.99-ozfs-debug", tmp_path / "v", tmp_path, tmp_path, tmp_path)
     assert "zfs_license" not in k.identity()
     assert k.identity() != dataclasses.replace(k, zfs_license="GPL").identity()
+
+
+def test_a_kernel_step_counts_its_objects_and_names_a_failure(tmp_path):
+    """kbuild's steps go through the one step runner (suite/build/steps.py)."""
+    from suite.build import kbuild
+    from suite.errors import BuildError
+    log = tmp_path / "build.log"
+    script = "echo '  CC      kernel/fork.o'; echo '  CC [M]  fs/nfs/inode.o'; echo '  LD      vmlinux'"
+    n = kbuild.run_logged(["sh", "-c", script], tmp_path, dict(os.environ), log, "make", 60)
+    assert n == 2 and "fs/nfs/inode.o" in log.read_text()
+    with pytest.raises(BuildError, match=r"make failed \(exit 2\)") as e:
+        kbuild.run_logged(["sh", "-c", "echo 'foo.c:1: error: bad'; exit 2"], tmp_path,
+                          dict(os.environ), log, "make", 60)
+    assert "error: bad" in e.value.detail

@@ -30,10 +30,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,7 +39,7 @@ from pathlib import Path
 from suite import paths
 from suite.errors import BuildError, KernelError
 from suite.locks import file_lock
-from suite.progress import step
+from suite.build.steps import run_step
 
 RECIPE_VERSION = 1
 # A kernel build at nice 19 beside TCG guests on two cores takes hours: the make
@@ -287,49 +285,20 @@ def run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str,
                timeout: float) -> int:
     """Run one step into the log with progress lines (objects compiled, the last
     one); kill its process group past ``timeout``. Returns the objects compiled."""
-    with step(name) as s, open(log, "a") as lf:
-        lf.write(f"\n### {name}: {' '.join(cmd)}\n")
-        lf.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-        assert proc.stdout is not None
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
-        objects, last = 0, ""
-        try:
-            for line in proc.stdout:
-                lf.write(line)
-                if re.match(r"\s+(CC|AS)( \[M\])?\s", line):
-                    objects += 1
-                    last = line.split()[-1].removeprefix(f"{cwd}/")
-                s.tick(f"{objects} objects, {last}" if objects else line.strip()[:70])
-            rc = proc.wait()
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        finally:
-            timer.cancel()
-    if expired.is_set():
+    r = run_step(cmd, cwd, env, log, name, timeout,
+                 obj=lambda line: (line.split()[-1].removeprefix(f"{cwd}/")
+                                   if re.match(r"\s+(CC|AS)( \[M\])?\s", line) else None),
+                 note=lambda line: line.strip()[:70])
+    if r.expired:
         raise BuildError(f"{name} ran past its {timeout:.0f}s deadline and was killed",
                          fix=f"raise OZFS_VMCI_KERNEL_BUILD_TIMEOUT on a slow machine; log {log}")
-    if rc != 0:
+    if r.rc != 0:
         text = log.read_text(errors="replace")
         picked = [ln for ln in text.splitlines()[-4000:]
                   if re.search(r"error:|Error \d+|\*\*\*|not found|No space left", ln)]
-        raise BuildError(f"{name} failed (exit {rc})", fix=f"full log: {log}",
+        raise BuildError(f"{name} failed (exit {r.rc})", fix=f"full log: {log}",
                          detail="\n".join(picked[-30:] or text.splitlines()[-20:]))
-    return objects
+    return r.objects
 
 
 def read_config(path: Path) -> dict[str, str]:

@@ -20,10 +20,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +31,7 @@ from suite import paths
 from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
+from suite.build.steps import run_step
 from suite.locks import file_lock
 from suite.progress import step
 from suite.source.series import SourceTree
@@ -190,49 +189,20 @@ def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, name: str,
     """Run a build step, appending to the log and showing progress; kill it (its
     whole process group) if it runs past ``timeout`` seconds."""
     timeout = STEP_TIMEOUT if timeout is None else timeout
-    with step(name) as s, open(log, "a") as lf:
-        lf.write(f"\n### {name}: {' '.join(cmd)}\n")
-        lf.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-        assert proc.stdout is not None
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
-        objects = 0
-        last = ""
-        try:
-            for line in proc.stdout:
-                lf.write(line)
-                if re.match(r"\s+(CC|CCLD|LD)\b", line):
-                    objects += 1
-                    last = line.split()[-1]
-                elif line.startswith("checking "):
-                    last = line.strip()[:70]
-                s.tick(f"{objects} objects, {last}" if objects else last)
-            rc = proc.wait()
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        finally:
-            timer.cancel()
-    if expired.is_set():
+    r = run_step(cmd, cwd, env, log, name, timeout, obj=_compiled,
+                 note=lambda line: line.strip()[:70] if line.startswith("checking ") else None)
+    if r.expired:
         raise BuildError(f"{name} ran past its {timeout:.0f}s deadline and was killed",
                          fix=f"see the last lines of {log}; raise OZFS_VMCI_BUILD_STEP_TIMEOUT "
                              f"on a slow machine", detail=log.read_text(errors="replace")[-1500:])
-    if rc != 0:
-        raise BuildError(f"{name} failed (exit {rc})", fix=_fix_for(log),
+    if r.rc != 0:
+        raise BuildError(f"{name} failed (exit {r.rc})", fix=_fix_for(log),
                          detail=failing_lines(log.read_text(errors="replace")))
+
+
+def _compiled(line: str) -> str | None:
+    """The object an OpenZFS make line built (kbuild's CC, libtool's CCLD/LD)."""
+    return line.split()[-1] if re.match(r"\s+(CC|CCLD|LD)\b", line) else None
 
 
 def _fix_for(log: Path) -> str:

@@ -1,0 +1,66 @@
+"""One build step run into its log: progress lines while it runs, its whole process
+group killed past a deadline. The OpenZFS recipe and the kernel build use it; each
+says what counts as an object compiled and raises its own error from the result."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from suite.progress import step
+
+Label = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    rc: int
+    objects: int            # lines ``obj`` recognised (objects compiled)
+    expired: bool           # killed at its deadline
+
+
+def run_step(cmd: list[str], cwd: Path, env: dict, log: Path, name: str, timeout: float,
+             obj: Label, note: Label = lambda line: None) -> StepResult:
+    """Run ``cmd`` appending to ``log``; ``obj(line)``: the object a line compiled (or
+    None), ``note(line)``: what else to show as progress (or None)."""
+    with step(name) as s, open(log, "a") as lf:
+        lf.write(f"\n### {name}: {' '.join(cmd)}\n")
+        lf.flush()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace",
+                                start_new_session=True)
+        assert proc.stdout is not None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        objects, last = 0, ""
+        try:
+            for line in proc.stdout:
+                lf.write(line)
+                label = obj(line)
+                if label is not None:
+                    objects += 1
+                    last = label
+                elif (n := note(line)) is not None:
+                    last = n
+                s.tick(f"{objects} objects, {last}" if objects else last)
+            rc = proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        finally:
+            timer.cancel()
+    return StepResult(rc, objects, expired.is_set())
