@@ -39,7 +39,7 @@ from pathlib import Path
 from suite import paths
 from suite.errors import BuildError, KernelError
 from suite.locks import file_lock
-from suite.build.steps import run_step
+from suite.build.steps import discard, run_step
 
 RECIPE_VERSION = 1
 # A kernel build at nice 19 beside TCG guests on two cores takes hours: the make
@@ -406,12 +406,4 @@ def build(spec: BuildSpec, inp: dict, key: str, jobs: int) -> Built:
 
 
 def _discard(kdir: Path, log: Path, key: str, err: BaseException) -> None:
-    """Keep the log of a failed or interrupted build, drop the half build."""
-    failed = kernels_dir() / "failed"
-    failed.mkdir(parents=True, exist_ok=True)
-    if log.exists():
-        dest = failed / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        shutil.copy(log, dest)
-        if isinstance(err, BuildError):
-            err.fix = err.fix.replace(str(log), str(dest))
-    shutil.rmtree(kdir, ignore_errors=True)
+    discard(kdir, log, key, err, kernels_dir() / "failed")

@@ -31,7 +31,7 @@ from suite import paths
 from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
-from suite.build.steps import run_step
+from suite.build.steps import discard, run_step
 from suite.locks import file_lock
 from suite.progress import step
 from suite.source.series import SourceTree
@@ -351,15 +351,7 @@ def stand_in_for_test_data(src: Path, missing: list[str]) -> list[str]:
 
 
 def _discard(bdir: Path, log: Path, key: str, err: BaseException) -> None:
-    """Keep the log of a failed/interrupted build, drop the half build."""
-    failed = paths.builds_dir() / "failed"
-    failed.mkdir(parents=True, exist_ok=True)
-    if log.exists():
-        dest = failed / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        shutil.copy(log, dest)
-        if isinstance(err, BuildError):
-            err.fix = err.fix.replace(str(log), str(dest))
-    shutil.rmtree(bdir, ignore_errors=True)
+    discard(bdir, log, key, err, paths.builds_dir() / "failed")
 
 
 def _record(req: BuildRequest, bdir: Path, src: Path, log: Path, seconds: dict,

@@ -4,13 +4,16 @@ says what counts as an object compiled and raises its own error from the result.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from suite.errors import BuildError
 from suite.progress import step
 
 Label = Callable[[str], "str | None"]
@@ -64,3 +67,15 @@ def run_step(cmd: list[str], cwd: Path, env: dict, log: Path, name: str, timeout
         finally:
             timer.cancel()
     return StepResult(rc, objects, expired.is_set())
+
+
+def discard(half: Path, log: Path, key: str, err: BaseException, failed: Path) -> None:
+    """Keep the log of a failed or interrupted build in ``failed``, drop the half
+    build; the error's fix then names the kept log."""
+    failed.mkdir(parents=True, exist_ok=True)
+    if log.exists():
+        dest = failed / f"{key}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        shutil.copy(log, dest)
+        if isinstance(err, BuildError):
+            err.fix = err.fix.replace(str(log), str(dest))
+    shutil.rmtree(half, ignore_errors=True)
