@@ -52,3 +52,13 @@ def patches_dir() -> Path:
 
 def vmimages_dir() -> Path:
     return Path(os.environ.get("OZFS_VMCI_VMIMAGES", PROJECT_ROOT / "vmimages"))
+
+
+def write_json(path: Path, data: object) -> None:
+    """``path`` written whole or not at all (tmp + rename: several xdist workers may
+    write the same file, a reader never sees half)."""
+    import json
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    tmp.replace(path)

@@ -37,8 +37,9 @@ def scrub_findings(pool: str, status: str, before: str = "", leaves=None) -> lis
     ``zpool status -p`` right before; the case's own errors are already the
     after-case judges'), and permanent errors that appeared, except what the case
     declared it leaves (``Leaves``: a zinject case's vdev, its kind of error)."""
-    prior = {v.name: v for p in pools.parse_status(before) if p.name == pool for v in p.vdevs}
-    had_data_errors = any(p.data_errors for p in pools.parse_status(before) if p.name == pool)
+    was = [p for p in pools.parse_status(before) if p.name == pool]
+    prior = {v.name: v for p in was for v in p.vdevs}
+    had_data_errors = any(p.data_errors for p in was)
     out = []
     for p in pools.parse_status(status):
         if p.name != pool:

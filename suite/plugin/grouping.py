@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from suite import paths
 from suite.guest.lifecycle import GuestShape
 
 SHAPES_FILE = "shapes.json"
@@ -58,11 +59,8 @@ def order_by_shape(items: list[pytest.Item], key) -> list[pytest.Item]:
 
 
 def write_shapes(run_dir: Path, shapes: dict[str, str]) -> None:
-    """Each worker writes the same map; tmp + rename so a reader never sees half."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / f".{SHAPES_FILE}.{id(shapes)}"
-    tmp.write_text(json.dumps(shapes, sort_keys=True))
-    tmp.replace(run_dir / SHAPES_FILE)
+    """Each worker writes the same map."""
+    paths.write_json(run_dir / SHAPES_FILE, shapes)
 
 
 def read_shapes(run_dir: Path) -> dict[str, str]:

@@ -197,13 +197,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the report's "what ran" needs the counts (every worker writes the same)."""
     if getattr(session.config, "workerinput", None) is None:
         return
-    d = session.config.stash[RUN_DIR]
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{WORKER_COLLECTION}.{os.getpid()}"
-    tmp.write_text(json.dumps({"collected": len(session.items)
-                               + session.config.stash.get(_DESELECTED, 0),
-                               "deselected": session.config.stash.get(_DESELECTED, 0)}))
-    tmp.replace(d / WORKER_COLLECTION)
+    deselected = session.config.stash.get(_DESELECTED, 0)
+    paths.write_json(session.config.stash[RUN_DIR] / WORKER_COLLECTION,
+                     {"collected": len(session.items) + deselected, "deselected": deselected})
 
 
 def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int]:
