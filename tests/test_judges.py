@@ -377,3 +377,62 @@ def test_a_data_fault_may_count_as_a_read_error_of_the_vdev_that_read_it():
     le.from_zinject(("-t", "data", "-e", "io", "-T", "read", "/tmp/zfs/tank/case/eio.bin"))
     assert le.allows_errors("/dev/nvme1n1p1", "read") and not le.allows_errors("x", "cksum")
     assert le.data_errors
+
+
+class _Calls:
+    """Records the order of a dataset's release: zfs calls and thorough steps."""
+    def __init__(self, destroy_rc: int = 0) -> None:
+        self.calls: list[str] = []
+        self.rc = destroy_rc
+
+    def zfs(self, *args, **kw) -> _FakeGuestRun:
+        self.calls.append("zfs " + " ".join(args))
+        r = _FakeGuestRun("")
+        r.rc = self.rc
+        return r
+
+    def scrub(self) -> None:
+        self.calls.append("scrub")
+
+    def exported(self) -> None:
+        self.calls.append("exported")
+
+
+def test_thorough_scrubs_the_cases_data_before_destroying_it():
+    """A block the case wrote wrong and never read is only reachable before its
+    dataset is destroyed; zdb's accounting is most telling after the frees."""
+    from suite.plugin.fixtures import release_dataset
+    c = _Calls()
+    assert release_dataset(c, "tank/case", c) is True
+    assert c.calls == ["scrub", "zfs destroy -R -f tank/case", "exported"]
+    c = _Calls(destroy_rc=1)
+    assert release_dataset(c, "tank/case", c) is False
+    assert c.calls == ["scrub", "zfs destroy -R -f tank/case"]       # no export of a pool in doubt
+    c = _Calls()
+    assert release_dataset(c, "tank/case", None) is True and c.calls == ["zfs destroy -R -f tank/case"]
+
+
+def test_the_thorough_scrub_reads_status_around_it():
+    class Z:
+        leaves = None
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+        def zpool(self, *a, **kw) -> _FakeGuestRun:
+            self.calls.append(a)
+            return _FakeGuestRun(STATUS_HEALED if len(self.calls) > 1 else STATUS_CLEAN)
+    z = Z()
+    [f] = ondisk.scrub(z, "tank", timeout=60)
+    assert z.calls == [("status", "-pvP", "tank"), ("scrub", "-w", "tank"),
+                       ("status", "-pvP", "tank")]
+    assert f.kind == "ondisk:scrub"
+
+
+def test_a_canary_names_the_judges_that_stayed_silent():
+    from suite.guest.lifecycle import CaseEnd
+    from suite.plugin.fixtures import canary_missing
+    from suite.report.symptoms import Symptom
+    end = CaseEnd("after-case", [Symptom("ondisk:scrub", "tank: CKSUM+1"),
+                                 Symptom("pool:data-errors", "1 data errors")])
+    assert canary_missing(("ondisk:scrub",), end) == []
+    assert canary_missing(("ondisk:scrub", "ondisk:zdb"), end) == ["ondisk:zdb"]
+    assert canary_missing(("taint:U",), CaseEnd()) == ["taint:U"]

@@ -121,16 +121,23 @@ def settled_leaks(zfs, rules: kstats.Rules, baseline: dict[str, kstats.Kstat],
         sleep(1.0)
 
 
-def check(zfs, pool: str, timeout: float, rules: kstats.Rules | None = None,
-          baseline: dict[str, kstats.Kstat] | None = None) -> OnDisk:
-    """Scrub ``pool``, export it, check the gauges that must come back (when no other
-    pool is imported), ``zdb -e -bcc`` it, import it again."""
-    t = time.monotonic()
-    notes: list[str] = []
+def scrub(zfs, pool: str, timeout: float) -> list[Finding]:
+    """Scrub ``pool`` while the case's files are still on it: a block the case wrote
+    wrong but never read back is only reachable before its dataset is destroyed."""
     before = zfs.zpool("status", "-pvP", pool, check=False).stdout
     zfs.zpool("scrub", "-w", pool, timeout=timeout)
-    found = scrub_findings(pool, zfs.zpool("status", "-pvP", pool, check=False).stdout,
-                           before, getattr(zfs, "leaves", None))
+    return scrub_findings(pool, zfs.zpool("status", "-pvP", pool, check=False).stdout,
+                          before, getattr(zfs, "leaves", None))
+
+
+def exported(zfs, pool: str, timeout: float, rules: kstats.Rules | None = None,
+             baseline: dict[str, kstats.Kstat] | None = None) -> OnDisk:
+    """Export ``pool`` (after the case's dataset was destroyed, so the free path is
+    in what is checked), check the gauges that must come back (when no other pool is
+    imported), ``zdb -e -bcc`` it, import it again."""
+    t = time.monotonic()
+    notes: list[str] = []
+    found: list[Finding] = []
     zfs.zpool("export", pool, timeout=timeout)
     try:
         found += leak_findings(zfs, rules, baseline, notes)

@@ -194,11 +194,37 @@ class PhaseClock:
         self.path.write_text(json.dumps({"nodeid": self.nodeid, **self.phases}) + "\n")
 
 
+def canary_missing(want: tuple[str, ...], end: CaseEnd) -> list[str]:
+    """The symptom kinds a canary case must leave that the judges did not report."""
+    got = {sym.kind for sym in end.symptoms}
+    return [k for k in want if k not in got]
+
+
+def _canary(item: pytest.Item, end: CaseEnd, case_dir: Path) -> bool:
+    """A ``canary(*kinds)`` case damages what a judge looks at: it passes when the
+    judges report each of those symptom kinds, and fails when one stays silent."""
+    m = item.get_closest_marker("canary")
+    if m is None:
+        return False
+    missing = canary_missing(tuple(m.args), end)
+    fired = "".join(f"{sym.kind}: {sym.detail}\n" for sym in end.symptoms)
+    (case_dir / "canary.txt").write_text(f"expected: {' '.join(m.args)}\n"
+                                         f"missing: {' '.join(missing) or '-'}\n{fired}")
+    add_section(item, "canary", fired or "no judge reported anything")
+    if missing:
+        add_symptoms(item, [Symptom("canary", f"judge silent: {', '.join(missing)}")])
+        pytest.fail(f"canary: the judges did not report {', '.join(missing)} "
+                    f"(they reported: {fired.strip() or 'nothing'})", pytrace=False)
+    return True
+
+
 def _report_case_end(item: pytest.Item, end: CaseEnd, case_dir: Path) -> None:
     if end.restored:
         (case_dir / "params-restored.txt").write_text("".join(f"{k}\n" for k in end.restored))
     if end.restore_error:
         add_section(item, "parameter restore failed (guest recycled)", end.restore_error)
+    if _canary(item, end, case_dir):
+        return
     if not end.reason:
         return
     add_symptoms(item, end.symptoms)
@@ -254,14 +280,14 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
         try:
             thorough = request.config.getoption("thorough")
             if request.node.get_closest_marker("zinject") or thorough:
-                # --thorough exports the pool: a handler the case left armed (even
-                # behind the harness's back) holds it busy.
+                # --thorough scrubs and exports the pool: a handler the case left
+                # armed (even behind the harness's back) would fault the scrub's reads
+                # and hold the pool busy.
                 zfs_guest.zinject("-c", "all", check=False, timeout=60)
-            r = zfs_guest.zfs("destroy", "-R", "-f", ds.name, check=False, timeout=120)
-            if r.rc != 0:
+            ondisk = (_Thorough(request.node, zfs_guest, g, case_dir)
+                      if thorough and g.pool_spec is not None else None)
+            if not release_dataset(zfs_guest, ds.name, ondisk):
                 g.pool_spec = None      # unknown state: recreate next time
-            elif thorough and g.pool_spec is not None:
-                _thorough(request.node, zfs_guest, g, case_dir)
         except GuestError as e:
             # A hang here is a finding like any other: zfs_guest's teardown fails
             # the case with the evidence and recycles the guest.
@@ -269,18 +295,48 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
             request.node.ozfs_teardown_problem = f"the dataset teardown {how}: {e.what}"
 
 
-def _thorough(item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:
-    """--thorough: scrub, then zdb block accounting of the exported pool; findings
-    join the after-case judges' (``suite/judges/ondisk.py``)."""
-    from suite.judges import ondisk
-    from suite.judges.kstats import load_rules
-    scale = item.config.stash.get(DEADLINE_SCALE, 1.0)
-    res = ondisk.check(zfs_guest, g.pool_spec.name, timeout=300 * scale,
-                       rules=load_rules(), baseline=g.baseline)
-    g.ondisk += res.findings
-    (case_dir / "ondisk.txt").write_text(
-        f"scrub + zdb -bcc in {res.seconds:.1f}s\n" + "".join(f"{n}\n" for n in res.notes) +
-        "".join(f"FINDING {f.kind}: {f.detail}\n" for f in res.findings))
+def release_dataset(zfs: Zfs, name: str, ondisk: "_Thorough | None") -> bool:
+    """Destroy the case's dataset; with ``--thorough`` scrub before (the case's files
+    are still there to be read) and export + ``zdb -bcc`` after (the destroy's frees
+    are in the accounting). False: the destroy failed, the pool's state is unknown."""
+    if ondisk:
+        ondisk.scrub()
+    if zfs.zfs("destroy", "-R", "-f", name, check=False, timeout=120).rc != 0:
+        return False
+    if ondisk:
+        ondisk.exported()
+    return True
+
+
+class _Thorough:
+    """--thorough: a scrub while the case's dataset still holds what it wrote, then,
+    with the dataset destroyed, ``zdb -bcc`` of the exported pool; findings join the
+    after-case judges' (``suite/judges/ondisk.py``) and ``ondisk.txt``."""
+
+    def __init__(self, item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:
+        self.zfs, self.g, self.out = zfs_guest, g, case_dir / "ondisk.txt"
+        self.timeout = 300 * item.config.stash.get(DEADLINE_SCALE, 1.0)
+
+    def scrub(self) -> None:
+        from suite.judges import ondisk
+        t = time.monotonic()
+        found = ondisk.scrub(self.zfs, self.g.pool_spec.name, self.timeout)
+        self._record(f"scrub (the case's dataset included) in {time.monotonic() - t:.1f}s",
+                     [], found)
+
+    def exported(self) -> None:
+        from suite.judges import ondisk
+        from suite.judges.kstats import load_rules
+        res = ondisk.exported(self.zfs, self.g.pool_spec.name, self.timeout,
+                              rules=load_rules(), baseline=self.g.baseline)
+        self._record(f"export + gauges + zdb -bcc in {res.seconds:.1f}s", res.notes,
+                     res.findings)
+
+    def _record(self, head: str, notes: list[str], found: list) -> None:
+        self.g.ondisk += found
+        with self.out.open("a") as f:
+            f.write(head + "\n" + "".join(f"{n}\n" for n in notes) +
+                    "".join(f"FINDING {x.kind}: {x.detail}\n" for x in found))
 
 
 @pytest.fixture

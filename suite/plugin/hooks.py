@@ -46,6 +46,9 @@ MARKERS = [
     "explore: seeded op sequences checked against a byte model, a failure shrunk "
     "(suite/explore); deselected unless -m selects it",
     "quick(*ids): the variants of this case function the quick tier runs (--tier quick)",
+    "canary(*kinds): damages what a judge looks at; passes only when the after-case "
+    "judges report each symptom kind (cases/test_canaries.py); deselected unless -m "
+    "selects it",
     "bug(id): the known series bug (patches/*.toml [[bugs]]) this case targets",
     "leaves(ereports=[], errors=[], vdevs=[], data_errors=False): what the case may leave "
     "behind besides what its zinject faults declare (suite/judges/expect.py)",
@@ -138,8 +141,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests,
-# exploration.
-OPT_IN = ("perf", "zts", "explore")
+# exploration, the judges' canaries.
+OPT_IN = ("perf", "zts", "explore", "canary")
 
 
 def asks_for(config: pytest.Config, marker: str) -> bool:
