@@ -30,7 +30,7 @@ def _marked_file_script(path: str, records: int) -> str:
     """Bash: ``records`` 128 KiB records of random bytes, each starting with a marker
     that can be found on the raw disk, written with O_DIRECT (straight to disk)."""
     body = RECORD - len(MARK) - 2
-    return (f"for i in $(seq -w 0 {records - 1}); do printf '{MARK}%s' $i; "
+    return (f"for i in $(seq 0 {records - 1}); do printf '{MARK}%02d' $i; "
             f"head -c {body} /dev/urandom; done > /tmp/canary.src && "
             f"dd if=/tmp/canary.src of={shlex.quote(path)} bs={RECORD} oflag=direct "
             f"status=none && rm /tmp/canary.src")
@@ -59,8 +59,8 @@ def test_canary_block_damaged_on_disk(request, zfs_guest, spoiled_pool, pool):
     root = f"{zfs_guest.mnt_root}/{pool.pool.name}"
     zfs_guest.guest.run(_marked_file_script(f"{root}/canary.bin", 8), timeout=300)
     zfs_guest.zpool("sync", pool.pool.name)
-    dev, off = _find_on_disks(zfs_guest, f"{MARK}3")
-    assert off % 4096 == 0, f"{MARK}3 at {off} on {dev}: not at a block's start"
+    dev, off = _find_on_disks(zfs_guest, f"{MARK}03")
+    assert off % 4096 == 0, f"{MARK}03 at {off} on {dev}: not at a block's start"
     zfs_guest.guest.run(f"dd if=/dev/urandom of={dev} bs=4096 count=1 seek={off // 4096} "
                         "oflag=direct conv=notrunc status=none", timeout=120)
 
