@@ -197,3 +197,21 @@ def test_zdb_is_built_only_when_asked(tmp_path):
     assert "zdb" not in BuildRequest(k, tree()).commands
     assert BuildRequest(k, tree(), zdb=True).targets[-1] == "zdb"
     assert "zdb" in BuildRequest(k, tree(), zts=True).commands
+
+
+def test_a_build_with_zdb_serves_a_request_without_it(tmp_path, monkeypatch):
+    """Same modules and tools plus zdb: an explore run after a --thorough one takes
+    that build instead of paying a cold build for less; never the other way."""
+    from dataclasses import replace
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build_mod, "_modinfo", lambda ko, f: f"{f}-of-{ko.name}")
+    req, cache = request_for(tmp_path, fake_source(tmp_path, "#!/bin/sh\necho configured\n"))
+    with_zdb = replace(req, zdb=True)
+    rec, built = get_or_build(with_zdb, cache)
+    assert built and "zdb" in rec.commands
+    calls = []
+    monkeypatch.setattr(build_mod, "_build", lambda *a, **k: calls.append(a) or rec)
+    rec2, built2 = get_or_build(req, cache)
+    assert not built2 and rec2.key == with_zdb.key and calls == []
+    get_or_build(replace(req, zts=True), cache)           # zts asks for more: built
+    assert len(calls) == 1

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -156,11 +156,24 @@ def cached(key: str) -> BuildRecord | None:
     return None
 
 
+def supersets(req: BuildRequest) -> list[BuildRequest]:
+    """Requests whose build has everything ``req``'s has, and more: the same modules
+    and tools plus zdb. A run that needs no zdb takes such a build rather than
+    paying a cold build for less (an explore run after a --thorough one)."""
+    if req.zdb or req.zts:
+        return []
+    return [replace(req, zdb=True)]
+
+
+def cached_superset(req: BuildRequest) -> BuildRecord | None:
+    return next((rec for r in supersets(req) if (rec := cached(r.key))), None)
+
+
 def get_or_build(req: BuildRequest, cache: ObjectCache, force: bool = False,
                  jobs: int | None = None) -> tuple[BuildRecord, bool]:
     """Return (record, built_now). The same inputs never build twice."""
     key = req.key
-    if not force and (rec := cached(key)):
+    if not force and (rec := cached(key) or cached_superset(req)):
         return rec, False
     with file_lock(paths.builds_dir() / f"{key}.lock", f"another build of {key} "
                    f"({req.tree.describe})"):
