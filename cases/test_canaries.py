@@ -72,10 +72,12 @@ def test_canary_kernel_tainted(zfs_guest):
     zfs_guest.guest.run("echo 64 > /proc/sys/kernel/tainted")
 
 
-@pytest.mark.canary("pool:read", "ereport:io")
+@pytest.mark.canary("ereport:io", "ereport:data")
 def test_canary_undeclared_read_error(zfs_guest, spoiled_pool, pool):
     """A read error the case did not declare: zinject armed behind the harness's
-    back (so no ``leaves`` are recorded), one O_DIRECT read that gets EIO."""
+    back (so no ``leaves`` are recorded), one O_DIRECT read that gets EIO. A
+    ``zinject -t data`` fault is raised above the leaf: the ereports tell (io on
+    the leaf, data on the object), the leaf's READ counter does not move."""
     f = pool.path("canary.bin")
     zfs_guest.guest.run(_marked_file_script(f, 2), timeout=300)
     zinject = zfs_guest.cmd("zinject")

@@ -204,8 +204,9 @@ def _canary(item: pytest.Item, end: CaseEnd, case_dir: Path) -> bool:
     """A ``canary(*kinds)`` case damages what a judge looks at: it passes when the
     judges report each of those symptom kinds, and fails when one stays silent."""
     m = item.get_closest_marker("canary")
-    if m is None:
-        return False
+    rep = getattr(item, "rep_call", None)
+    if m is None or (rep is not None and rep.failed):
+        return False            # the case's own failure says what went wrong
     missing = canary_missing(tuple(m.args), end)
     fired = "".join(f"{sym.kind}: {sym.detail}\n" for sym in end.symptoms)
     (case_dir / "canary.txt").write_text(f"expected: {' '.join(m.args)}\n"
