@@ -6,9 +6,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from suite.build.pipeline import add_build_options
 from suite.errors import SuiteError
+
+if TYPE_CHECKING:
+    from suite.report.explorebugs import ExplorePlan
 
 
 def options_from(args: argparse.Namespace):
@@ -61,7 +65,23 @@ def cmd_bugs(args: argparse.Namespace) -> int:
     extra = [*args.pytest_args, *(["--tier", args.tier] if args.tier else [])]
     return run_bugs(args.name, args.only, args.k, extra, roles=args.role or None,
                     zts=zts, zts_tags=tags, suite_from=[Path(d) for d in args.suite_from],
-                    zts_from=[Path(d) for d in args.zts_from])
+                    zts_from=[Path(d) for d in args.zts_from], explore=explore_plan(args))
+
+
+def explore_plan(args: argparse.Namespace) -> "ExplorePlan | None":
+    """``bugs --explore BUDGET`` / ``--explore-from DIR``: the exerciser at each bad
+    commit (None: not asked for). ``--explore-from`` alone reads it, the suite's
+    cases left out, as ``--zts-from`` alone does."""
+    from suite.report.explorebugs import ExplorePlan
+    if not (args.explore or args.explore_from):
+        if args.explore_only:
+            raise SuiteError("--explore-only runs nothing without a budget",
+                             fix="give --explore 15m (or 20x), or --explore-from DIR to read "
+                                 "earlier explore runs")
+        return None
+    return ExplorePlan(args.explore or "", args.explore_seed, args.explore_target,
+                       only=args.explore_only or not args.explore,
+                       read_from=[Path(d) for d in args.explore_from])
 
 
 def explore_args(args: argparse.Namespace) -> list[str]:
@@ -240,6 +260,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="read ZTS's side from an earlier `suite bugs --zts` results folder "
                          "instead of running it (repeatable; per commit the newest run, with "
                          "the narrowed --zts-test reruns back to the newest whole one)")
+    kb.add_argument("--explore", type=_budget, default=None, metavar="BUDGET",
+                    help="also run `suite explore` alone for BUDGET (15m, 20x) once at each "
+                         "distinct bad commit and print what it found beside each bug")
+    kb.add_argument("--explore-only", action="store_true",
+                    help="run only the explore lane at each bad commit (no suite cases)")
+    kb.add_argument("--explore-seed", type=int, default=1, help="--explore: master seed")
+    kb.add_argument("--explore-target", choices=("file", "zvol"), default="file",
+                    help="--explore: a fresh file per sequence, or a fresh zvol")
+    kb.add_argument("--explore-from", action="append", default=[], metavar="DIR",
+                    help="read explore's side from earlier explore results folders (`suite "
+                         "explore` or `bugs --explore`) instead of running it, each matched "
+                         "to a bad commit by its build record (repeatable; the newest "
+                         "finished run on --explore-target wins)")
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")

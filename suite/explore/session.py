@@ -354,7 +354,8 @@ class Explorer:
                                 "failed_at": v.failed_at, "ops": len(seq.ops),
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
                                 "refused": len(v.refused), "leaves": v.leaves,
-                                "seconds": round(self.clock() - t, 2)})
+                                "seconds": round(self.clock() - t, 2),
+                                "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
                 break

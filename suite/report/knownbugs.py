@@ -19,7 +19,10 @@ kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 tests run at each bad commit too, and a table says what each saw
 (``suite/report/ztsbugs.py``). ``--suite-from DIR`` takes the suite's side from an
 earlier run's sessions, judged again, so ``--zts-only`` can still fill both columns;
-``--zts-from DIR`` reads ZTS's side from earlier runs the same way.
+``--zts-from DIR`` reads ZTS's side from earlier runs the same way. With
+``--explore BUDGET`` the exerciser runs once at each bad commit and a table says
+what it met there (``suite/report/explorebugs.py``); ``--explore-only`` runs it
+alone, ``--explore-from DIR`` reads earlier explore runs instead.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.report import explorebugs
+from suite.report.explorebugs import ExploreAt, ExplorePlan
 from suite.report.sessions import count, newest_session, run_cases
 from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
@@ -125,18 +130,23 @@ def write_report(root: Path) -> None:
 
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
              roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = (),
-             suite_from: list[Path] = (), zts_from: list[Path] = ()) -> int:
+             suite_from: list[Path] = (), zts_from: list[Path] = (),
+             explore: ExplorePlan | None = None) -> int:
     """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone.
     ``suite_from``: earlier ``suite bugs`` results whose sessions give the suite's
     side (judged again against today's symptoms) instead of running them;
-    ``zts_from`` the same for ZTS's side (implies the ZTS table)."""
+    ``zts_from`` the same for ZTS's side (implies the ZTS table). ``explore``:
+    the exerciser at each bad commit too (``explore.only``: the lanes alone)."""
     zts = zts or ("only" if zts_from else "")
+    lanes_only = [w for w, on in (("ZTS", zts == "only"), ("explore", bool(explore and explore.only)))
+                  if on]
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     root = paths.results_root() / f"bugs-{stamp}"
     out: list[Outcome] = []
     ztsruns: dict[str, ZtsAt] = {}
+    exploreruns: dict[str, ExploreAt] = {}
     deferred = [b for b in bugs if b.deferred]
     for b in deferred:
         print(f"==> {b.id}: deferred ({b.bad[:11]} -> {b.fixed[:11]}): {b.deferred}", flush=True)
@@ -151,11 +161,13 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             if zts and role == "bad" and o.commit not in ztsruns:    # once per commit
                 ztsruns[o.commit] = (read_zts_at(commit, list(zts_from)) if zts_from else
                                      run_zts_at(name, commit, root, extra, zts_tags))
+            if explore and role == "bad" and o.commit not in exploreruns:    # once per commit
+                exploreruns[o.commit] = explore.at(name, commit, root, extra)
             if suite_from:
                 judge_earlier(o, b.symptom, list(suite_from))
                 continue
-            if zts == "only":
-                o.problem = "not run here (ZTS only)"
+            if lanes_only:
+                o.problem = f"not run here ({' and '.join(lanes_only)} only)"
                 continue
             if b.symptom is None:
                 o.problem = f"{b.id} declares no [bugs.symptom] in {m.path}: nothing to judge by"
@@ -185,10 +197,16 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
         (root / "zts-vs-suite.md").write_text(md)
         print("\nZTS and this suite at each bad commit (" + str(root / "zts-vs-suite.md") +
               "):\n" + md)
-    if root.is_dir() and not suite_from and zts != "only":
+    if explore:
+        md = explorebugs.table([(b, exploreruns.get(b.bad[:11])) for b in bugs])
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "explore-at-bad.md").write_text(md)
+        print("\nexplore at each bad commit (" + str(root / "explore-at-bad.md") + "):\n" + md)
+    if root.is_dir() and not suite_from and not lanes_only:
         write_report(root)
-    zts_ok = all(z.ran and not z.problem for z in ztsruns.values())
+    lanes_ok = all(z.ran and not z.problem for z in ztsruns.values()) and \
+        all(not e.problem for e in exploreruns.values())
     suite_ok = all(o.ok for o in out)
-    if zts == "only":               # the suite's side counts only when it was read
-        return 0 if zts_ok and (suite_ok or not suite_from) else 1
+    if lanes_only:                  # the suite's side counts only when it was read
+        return 0 if lanes_ok and (suite_ok or not suite_from) else 1
     return 0 if suite_ok else 1
