@@ -138,8 +138,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
     ``zts_from`` the same for ZTS's side (implies the ZTS table). ``explore``:
     the exerciser at each bad commit too (``explore.only``: the lanes alone)."""
     zts = zts or ("only" if zts_from else "")
-    lanes_only = [w for w, on in (("ZTS", zts == "only"), ("explore", bool(explore and explore.only)))
-                  if on]
+    lanes_only = [w for w, on in (("ZTS", zts == "only"),
+                                  ("explore", bool(explore and explore.only))) if on]
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")

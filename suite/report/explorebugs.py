@@ -1,0 +1,257 @@
+"""What the exerciser (``suite explore``) found at each known bug's bad commit.
+
+``python -m suite bugs SERIES --explore BUDGET`` runs ``suite explore`` alone (the
+``explore`` case, no targeted case) once at every distinct bad commit of the
+series' bugs, with ``--explore-seed N`` and ``--explore-target file|zvol``; the run
+is shared by every bug at that commit. ``--explore-only`` leaves the suite's own
+cases out; ``--explore-from DIR`` reads earlier explore results instead of running,
+matched to a commit through the build record each run folder holds
+(``<run>/build/record-*.json``: the series' last applied commit). The table:
+
+    bug | bad commit | explore at bad
+
+Explore is credited with a *failure at the commit*, as ZTS is: the cell gives the
+symptom and its detail, and ``(matches the bug's symptom)`` only where the bug's
+``[bugs.symptom]`` names the same kind; whether it is that bug a human reads. A
+bug the manifest defers (no userspace symptom on this kernel) says so and is not
+run for.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict, Symptom, SymptomSpec
+from suite.source.series import KnownBug
+
+SUMMARY = "cases/*/explore/summary.json"          # under a run folder
+DEPTHS = ("", "*/", "*/*/", "*/*/*/")              # session, results root, bugs-*, bugs root
+
+
+def duration(s: float) -> str:
+    s = int(round(s))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+@dataclass
+class Failure:
+    """A failure explore met at the commit."""
+    kind: str
+    detail: str = ""
+    row: str = ""
+    after_s: float | None = None     # from exploring's start to the end of the failing sequence
+    approx: bool = False             # summed from sequence times (a summary without at_s)
+    ops_from: int | None = None      # the generated sequence's ops
+    ops_to: int | None = None        # the shrunk one's
+    confirmed: bool = True
+    in_sequence: bool = True         # False: not in a finished sequence (a judge, a hang)
+
+
+@dataclass
+class ExploreAt:
+    commit: str
+    budget: str = ""
+    target: str = "file"
+    seed: int | None = None
+    sequences: int = 0
+    elapsed_s: float = 0.0
+    failures: list[Failure] = field(default_factory=list)
+    problem: str = ""
+    results: str = ""
+
+    def describe(self, spec: SymptomSpec | None = None) -> str:
+        if self.problem:
+            return f"INCONCLUSIVE: {self.problem}"
+        on = f", target {self.target}" if self.target != "file" else ""
+        if not self.failures:
+            return f"not found in {self.budget} ({self.sequences} sequences{on})"
+        f, rest = self.failures[0], self.failures[1:]
+        if f.in_sequence:
+            when = "?" if f.after_s is None else ("~" if f.approx else "") + duration(f.after_s)
+            how = f" after {when} (shrunk {f.ops_from} -> {f.ops_to} ops)"
+            how += "" if f.confirmed else " (the shrunk sequence did not fail again)"
+        else:
+            how = (f" outside a finished sequence ({self.sequences} finished in "
+                   f"{duration(self.elapsed_s)}; nothing shrunk)")
+        match = " (matches the bug's symptom)" if spec and f.kind in spec.kinds else ""
+        row = f" [{f.row}]" if f.row else ""
+        also = f"; also {', '.join(x.kind for x in rest)}" if rest else ""
+        return f"found: {f.kind}{how}{match}{on}: {f.detail}{row}{also}"
+
+
+def _json(p: Path) -> dict:
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
+    """An explore case's outcome from its ``explore/summary.json`` and the case's
+    ``verdict.json`` beside it."""
+    s = _json(summary_path)
+    case = summary_path.parent.parent
+    out = ExploreAt(commit[:11], str(s.get("budget", "?")), str(s.get("target") or "file"),
+                    s.get("master_seed"), int(s.get("sequences") or 0),
+                    float(s.get("elapsed_s") or 0.0), results=str(case))
+    if not s:
+        out.problem = f"{summary_path} does not read as JSON (see pytest.log)"
+        return out
+    vpath = case / "verdict.json"
+    if not vpath.exists():
+        out.problem = (f"the explore case left no verdict.json (cut short, or still running; "
+                       f"see {case.parent.parent.parent / 'pytest.log'})")
+        return out
+    v = CaseVerdict.load(vpath)
+    real = [x for x in v.symptoms if x.kind not in INFRASTRUCTURE]
+    runs = list(s.get("runs") or [])
+    for f in s.get("findings") or []:
+        out.failures.append(_finding(f, runs, real))
+    shown = {f.kind for f in out.failures}
+    out.failures += [Failure(x.kind, x.detail, x.row, in_sequence=False)
+                     for x in real if x.kind not in shown]
+    if out.failures:
+        return out
+    if v.outcome == "passed" and not s.get("no_result"):
+        return out
+    odd = [str(x) for x in v.symptoms] or [f"no-result: seed {n.get('seed')}: {n.get('why', '')}"
+                                           for n in s.get("no_result") or []]
+    out.problem = (f"{v.outcome}: " + ("; ".join(odd) or v.reason or "no recorded symptom"))[:300]
+    return out
+
+
+def _finding(f: dict, runs: list[dict], symptoms: list[Symptom]) -> Failure:
+    kind = str(f.get("kind") or "?")
+    upto = next((i for i, r in enumerate(runs) if r.get("seed") == f.get("seed")), None)
+    run = runs[upto] if upto is not None else {}
+    after, approx = run.get("at_s"), False
+    if after is None and upto is not None:          # written before at_s was recorded
+        after, approx = sum(float(r.get("seconds") or 0) for r in runs[:upto + 1]), True
+    sym = next((x for x in symptoms if x.kind == kind), Symptom(kind))
+    return Failure(kind, sym.detail, sym.row, after, approx, run.get("ops"), f.get("ops"),
+                   bool(f.get("confirmed", True)))
+
+
+def read_session(results: Path, commit: str = "") -> ExploreAt:
+    """What one explore session (a results folder of ``suite explore`` or of
+    ``bugs --explore``'s ``explore/<commit>``) came to."""
+    found = sorted(results.glob(f"*/{SUMMARY}"))
+    if not found:
+        return ExploreAt(commit[:11], results=str(results),
+                         problem=f"the explore case left no summary.json (see "
+                                 f"{results / 'pytest.log'})")
+    out = read_run(found[-1], commit)
+    out.results = str(results)
+    return out
+
+
+def built_commits(run: Path) -> list[str]:
+    """The series commits a run's build was at (each applied series' last commit),
+    from its ``build/record-*.json``."""
+    out: list[str] = []
+    for rec in sorted((run / "build").glob("record-*.json")):
+        d = _json(rec)
+        for s in [*(d.get("inputs") or {}).get("series", []),
+                  *(d.get("source") or {}).get("series", [])]:
+            commits = (s.get("commits") or []) if isinstance(s, dict) else []
+            if commits and commits[-1] not in out:
+                out.append(str(commits[-1]))
+    return out
+
+
+@dataclass
+class Earlier:
+    summary: Path
+    commits: list[str]
+    target: str
+    finished: bool          # its case wrote verdict.json
+
+
+def earlier_runs(roots: list[Path]) -> list[Earlier]:
+    """Every explore run under ``roots`` (a session, a results folder, a ``bugs-*``
+    folder or one holding them), newest first (by the run folder's time stamp)."""
+    seen: dict[Path, Earlier] = {}
+    for r in roots:
+        for depth in DEPTHS:
+            for p in r.glob(f"{depth}*/{SUMMARY}"):
+                run = p.parents[3]
+                seen[p.resolve()] = Earlier(p, built_commits(run),
+                                            str(_json(p).get("target") or "file"),
+                                            (p.parent.parent / "verdict.json").exists())
+    return sorted(seen.values(), key=lambda e: (e.summary.parents[3].name,
+                                                e.summary.stat().st_mtime), reverse=True)
+
+
+def read_explore_at(commit: str, roots: list[Path], target: str = "file",
+                    runs: list[Earlier] | None = None) -> ExploreAt:
+    """What explore saw at ``commit`` in earlier runs under ``roots``: the newest
+    finished run on ``target`` whose build was at that commit."""
+    runs = earlier_runs(roots) if runs is None else runs
+    at = [e for e in runs if any(c.startswith(commit[:11]) or commit.startswith(c)
+                                 for c in e.commits)]
+    mine = [e for e in at if e.target == target]
+    if not mine:
+        c = commit[:11]
+        if at:
+            return ExploreAt(c, problem=f"explore ran at {c} only on a {at[0].target} target "
+                                        f"({at[0].summary.parents[3]}): ask for that with "
+                                        f"--explore-target {at[0].target}")
+        seen = sorted({x[:11] for e in runs for x in e.commits}) or ["none"]
+        return ExploreAt(c, problem=f"no explore run at {c} under --explore-from ({len(runs)} "
+                                    f"run(s) there, at {', '.join(seen)}): run it with "
+                                    f"--explore BUDGET")
+    best = next((e for e in mine if e.finished), mine[0])
+    out = read_run(best.summary, commit)
+    print(f"<== explore at {commit[:11]}: {out.describe()}, read from {out.results}", flush=True)
+    return out
+
+
+@dataclass
+class ExplorePlan:
+    """``bugs --explore``: how to run explore at each bad commit, or where to read it."""
+    budget: str = ""
+    seed: int = 1
+    target: str = "file"
+    only: bool = False
+    read_from: list[Path] = field(default_factory=list)
+
+    def at(self, name: str, commit: str, root: Path, extra: list[str]) -> ExploreAt:
+        if self.read_from:
+            return read_explore_at(commit, self.read_from, self.target)
+        return run_explore_at(name, commit, root, extra, self)
+
+
+def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
+                   plan: ExplorePlan) -> ExploreAt:
+    from suite.explore.lane import run_lane
+    results = root / "explore" / commit[:11]
+    print(f"==> explore at {name}@{commit[:11]} (seed {plan.seed}, budget {plan.budget}, "
+          f"target {plan.target})", flush=True)
+    run_lane(["--series", f"{name}@{commit[:11]}"], plan.seed, plan.budget, list(extra),
+             results=results, target=plan.target)
+    out = read_session(results, commit)
+    print(f"<== explore at {commit[:11]}: {out.describe()}; {results}", flush=True)
+    return out
+
+
+def cell(b: KnownBug, e: ExploreAt | None) -> str:
+    """The ``explore at bad`` cell of bug ``b``."""
+    if b.deferred:
+        seen = f"; explore at this commit: {e.describe()}" if e else ""
+        return f"deferred in the manifest ({b.deferred}){seen}"
+    return e.describe(b.symptom) if e else "not run"
+
+
+def table(rows: list[tuple[KnownBug, ExploreAt | None]]) -> str:
+    """Markdown: each bug, its bad commit, what explore met there."""
+    lines = ["| bug | bad commit | explore at bad |", "|---|---|---|"]
+    for b, e in rows:
+        text = cell(b, e).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{b.id}` | {b.bad[:11]} | {text} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,295 @@
+"""``suite bugs SERIES --explore``: what the exerciser met at each bug's bad commit,
+from results folders shaped like a real ``suite explore`` run's (a session with
+``pytest.log``, a run folder ``<stamp>-<series>`` with ``build/record-*.json``, the
+case ``cases/test_explore`` with ``verdict.json``, ``explore/summary.json`` and the
+minimal sequence), made here without a VM."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite.explore.gen import Choices, sequence_seed
+from suite.explore.ops import Sequence
+from suite.explore.session import Explorer, RunOutput, Settings, parse_budget
+from suite.report import explorebugs, knownbugs
+from suite.report.explorebugs import ExploreAt, ExplorePlan, read_explore_at, read_session
+from suite.report.symptoms import CaseVerdict, Symptom, SymptomSpec
+from suite.source.series import KnownBug, Manifest
+
+BAD = "39991b06fea6787edbf421f30144a03330aa7d5a"
+OTHER = "317cbaa578bea7a09873e5c709540981ba02f409"
+SEED = 141129332537534
+ROW = "compression=lz4 recordsize=4K zfs_async_dio_enabled=1"
+
+
+def runs(n: int, failed_at: int | None = None, at_s: bool = True) -> list[dict]:
+    out = []
+    for k in range(n):
+        bad = k == failed_at
+        r = {"k": k, "seed": SEED if bad else 1000 + k, "state": "failed" if bad else "ok",
+             "kind": "wrong-bytes" if bad else None, "failed_at": 29 if bad else None,
+             "ops": 40, "einval": 0, "unsupported": 0, "refused": 0, "leaves": [],
+             "seconds": 40.0}
+        if at_s:
+            r["at_s"] = 45.0 * (k + 1)
+        out.append(r)
+    return out
+
+
+def explore_session(parent: Path, name: str, commit: str = BAD, *, target: str = "file",
+                    n: int = 2, found: bool = False, at_s: bool = True,
+                    no_result: bool = False, verdict: CaseVerdict | None = None,
+                    write_verdict: bool = True, stamp: str = "20261201-204027") -> Path:
+    """A ``suite explore`` results folder at ``commit`` of series ``async-dio``."""
+    s = parent / name
+    run = s / f"{stamp}-async-dio"
+    case = run / "cases" / "test_explore"
+    (case / "explore").mkdir(parents=True)
+    (s / "pytest.log").write_text("")
+    (run / "build").mkdir()
+    (run / "build" / "record-de52770d1cdac40d.json").write_text(json.dumps({
+        "key": "de52770d1cdac40d",
+        "inputs": {"series": [{"name": "async-dio",
+                               "commits": ["b" * 40, commit]}]}}))
+    summary = {"master_seed": 1, "budget": "900s", "target": target, "sequences": n,
+               "replays": n, "elapsed_s": 45.0 * n, "runs": runs(n, n - 1 if found else None,
+                                                                   at_s),
+               "findings": [], "no_result": []}
+    symptoms: list[Symptom] = []
+    if found:
+        txt = case / "explore" / f"minimal-{SEED}.txt"
+        txt.write_text("explore #1: sequence ...\n")
+        (case / "explore" / f"minimal-{SEED}.json").write_text("{}")
+        summary["findings"] = [{"seed": SEED, "kind": "wrong-bytes", "confirmed": True,
+                                "ops": 11, "tries": 42, "json": str(txt.with_suffix(".json")),
+                                "txt": str(txt)}]
+        summary["replays"] = n + 43
+        symptoms = [Symptom("wrong-bytes", f"explore seed {SEED} op 10 (verify): 8160 wrong "
+                                           "bytes from 4096", ROW)]
+    if no_result:
+        summary["no_result"] = [{"seed": 1000 + n - 1, "state": "no-result",
+                                 "why": "the engine never said it was done (rc=-9)"}]
+        symptoms = [Symptom("no-result", f"explore seed {1000 + n - 1}: the engine never "
+                                         "said it was done (rc=-9)")]
+    (case / "explore" / "summary.json").write_text(json.dumps(summary, indent=1))
+    if verdict is None:
+        verdict = CaseVerdict("cases/test_explore.py::test_explore",
+                              "failed" if symptoms else "passed", symptoms)
+    if write_verdict:
+        (case / "verdict.json").write_text(verdict.to_json())
+    return s
+
+
+def bug(id: str = "eof-tail-efault", bad: str = BAD, kinds: tuple[str, ...] = ("EFAULT",
+        "short", "wrong-bytes"), deferred: str = "") -> KnownBug:
+    return KnownBug(id, "t", bad, "f" * 40, ("eof",),
+                    SymptomSpec(kinds, rows="async=1") if kinds else None, deferred)
+
+
+def row_of(md: str, bug_id: str) -> str:
+    return next(ln for ln in md.splitlines() if f"`{bug_id}`" in ln)
+
+
+# ---------------------------------------------------------------------------
+# the table's rows, read from results folders
+# ---------------------------------------------------------------------------
+
+def test_found_gives_the_symptom_time_and_shrink_and_claims_only_a_kind_match(tmp_path: Path):
+    explore_session(tmp_path, "explore-20261201-204025-seed1", found=True)
+    e = read_explore_at(BAD, [tmp_path])
+    own, other = bug(), bug("preadv-freed-iovec", kinds=("EINVAL", "served-by-ARC"))
+    md = explorebugs.table([(own, e), (other, e)])
+    r = row_of(md, "eof-tail-efault")
+    assert r.startswith(f"| `eof-tail-efault` | {BAD[:11]} | found: wrong-bytes after 90s "
+                        "(shrunk 40 -> 11 ops) (matches the bug's symptom): ")
+    assert f"explore seed {SEED} op 10 (verify): 8160 wrong bytes from 4096 [{ROW}]" in r
+    r2 = row_of(md, "preadv-freed-iovec")
+    assert "found: wrong-bytes after 90s (shrunk 40 -> 11 ops): explore seed" in r2
+    assert "matches" not in r2                  # another kind: a failure at the commit, no more
+    assert "matches" not in explorebugs.table([(bug("x", kinds=()), e)])   # no symptom declared
+
+
+def test_a_summary_without_at_s_sums_the_sequence_times_and_says_so(tmp_path: Path):
+    explore_session(tmp_path, "old", found=True, n=3, at_s=False)
+    assert read_explore_at(BAD, [tmp_path]).describe().startswith(
+        "found: wrong-bytes after ~2m00s (shrunk 40 -> 11 ops)")
+
+
+def test_not_found_gives_the_budget_and_the_sequences(tmp_path: Path):
+    explore_session(tmp_path, "clean", n=2)
+    e = read_explore_at(BAD, [tmp_path])
+    assert e.describe(bug().symptom) == "not found in 900s (2 sequences)"
+    explore_session(tmp_path / "z", "clean-zvol", target="zvol", n=3)
+    assert read_explore_at(BAD, [tmp_path / "z"], target="zvol").describe() == \
+        "not found in 900s (3 sequences, target zvol)"
+
+
+@pytest.mark.parametrize("how, says", [
+    ("no-result", "INCONCLUSIVE: failed: no-result: explore seed 1001: the engine never said"),
+    ("guest-lost", "INCONCLUSIVE: error: guest-lost: ssh: no route"),
+    ("no verdict", "INCONCLUSIVE: the explore case left no verdict.json (cut short, or still "
+                   "running; see "),
+    ("skipped", "INCONCLUSIVE: skipped: no pool"),
+])
+def test_what_proves_nothing_is_inconclusive(tmp_path: Path, how: str, says: str):
+    v = {"guest-lost": CaseVerdict("n", "error", [Symptom("guest-lost", "ssh: no route")]),
+         "skipped": CaseVerdict("n", "skipped", [], "no pool")}.get(how)
+    explore_session(tmp_path, "s", no_result=how == "no-result", verdict=v,
+                    write_verdict=how != "no verdict")
+    got = read_explore_at(BAD, [tmp_path]).describe(bug().symptom)
+    assert got.startswith(says), got
+
+
+def test_a_session_that_never_reached_the_case_is_inconclusive(tmp_path: Path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "pytest.log").write_text("build failed\n")
+    assert read_session(tmp_path / "s", BAD).describe().startswith(
+        "INCONCLUSIVE: the explore case left no summary.json (see ")
+
+
+def test_a_failure_outside_a_sequence_is_found_but_not_timed_or_shrunk(tmp_path: Path):
+    v = CaseVerdict("n", "failed", [Symptom("kernel:warning", "WARNING at zio.c:123")])
+    explore_session(tmp_path, "s", n=4, verdict=v)
+    assert read_explore_at(BAD, [tmp_path]).describe() == (
+        "found: kernel:warning outside a finished sequence (4 finished in 3m00s; nothing "
+        "shrunk): WARNING at zio.c:123")
+
+
+def test_a_missing_run_or_one_on_another_target_says_what_to_run(tmp_path: Path):
+    explore_session(tmp_path, "elsewhere", commit=OTHER, found=True)
+    md = explorebugs.table([(bug(), read_explore_at(BAD, [tmp_path]))])
+    assert (f"INCONCLUSIVE: no explore run at {BAD[:11]} under --explore-from (1 run(s) "
+            f"there, at {OTHER[:11]}): run it with --explore BUDGET") in \
+        row_of(md, "eof-tail-efault")
+    explore_session(tmp_path, "zvol", target="zvol")
+    got = read_explore_at(BAD, [tmp_path]).describe()
+    assert got.startswith(f"INCONCLUSIVE: explore ran at {BAD[:11]} only on a zvol target")
+    assert got.endswith("--explore-target zvol")
+    assert explorebugs.table([(bug(), None)]).endswith("| not run |\n")
+
+
+def test_the_newest_finished_run_at_the_commit_wins_wherever_it_sits(tmp_path: Path):
+    explore_session(tmp_path, "explore-a", stamp="20261201-100000", n=2)
+    explore_session(tmp_path / "bugs-x" / "explore", BAD[:11], stamp="20261201-120000",
+                    found=True)
+    explore_session(tmp_path, "explore-c", stamp="20261201-130000", write_verdict=False)
+    assert read_explore_at(BAD, [tmp_path]).describe().startswith("found: wrong-bytes")
+
+
+def test_a_deferred_bug_says_so_from_the_manifest(tmp_path: Path):
+    explore_session(tmp_path, "s", n=2)
+    e = read_explore_at(BAD, [tmp_path])
+    md = explorebugs.table([(bug("uaf", deferred="kasan: bytes stay right"), e),
+                            (bug("lone", bad=OTHER, deferred="kasan: x"), None)])
+    assert ("deferred in the manifest (kasan: bytes stay right); explore at this commit: "
+            "not found in 900s (2 sequences)") in row_of(md, "uaf")
+    assert row_of(md, "lone").endswith("| deferred in the manifest (kasan: x) |")
+
+
+# ---------------------------------------------------------------------------
+# suite bugs --explore: one run per commit; running it; the command line
+# ---------------------------------------------------------------------------
+
+def manifest(*bugs: KnownBug) -> Manifest:
+    return Manifest("async-dio", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=bugs)
+
+
+def test_a_commit_shared_by_several_bugs_runs_explore_once(tmp_path, monkeypatch, capsys):
+    m = manifest(bug("a"), bug("b", kinds=("D-state",)), bug("c", bad=OTHER),
+                 bug("d", bad="d" * 40, deferred="kasan: x"))
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
+    calls: list[tuple[str, str]] = []
+
+    def fake(name, commit, root, extra, plan):
+        calls.append((name, commit))
+        return ExploreAt(commit[:11], "900s", sequences=2)
+    monkeypatch.setattr(explorebugs, "run_explore_at", fake)
+    code = knownbugs.run_bugs("async-dio", [], "", [], explore=ExplorePlan("15m", only=True))
+    assert sorted(calls) == sorted([("async-dio", BAD), ("async-dio", OTHER)])
+    assert code == 0
+    md = next(tmp_path.glob("bugs-*/explore-at-bad.md")).read_text()
+    for b in "abc":
+        assert row_of(md, b).endswith("| not found in 900s (2 sequences) |")
+    assert row_of(md, "d").endswith("| deferred in the manifest (kasan: x) |")
+    assert "not run here (explore only)" in capsys.readouterr().out
+
+
+def test_an_inconclusive_explore_alone_exits_non_zero(tmp_path, monkeypatch):
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": manifest(bug())})
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    monkeypatch.setattr(explorebugs, "run_explore_at",
+                        lambda *a: ExploreAt(BAD[:11], problem="guest lost"))
+    assert knownbugs.run_bugs("async-dio", [], "", [], explore=ExplorePlan("15m", only=True)) == 1
+
+
+def test_running_explore_at_a_commit_reads_back_its_own_folder(tmp_path, monkeypatch):
+    import suite.explore.lane as lane
+    seen: dict = {}
+
+    def fake_lane(build, seed, budget, pytest_args, results=None, target="file"):
+        seen.update(build=build, seed=seed, budget=budget, args=pytest_args, target=target)
+        explore_session(results.parent, results.name, found=True)
+        return 1
+    monkeypatch.setattr(lane, "run_lane", fake_lane)
+    plan = ExplorePlan("20x", seed=7, target="zvol")
+    e = plan.at("async-dio", BAD, tmp_path, ["-x"])
+    assert seen == {"build": ["--series", f"async-dio@{BAD[:11]}"], "seed": 7,
+                    "budget": "20x", "args": ["-x"], "target": "zvol"}
+    assert e.results == str(tmp_path / "explore" / BAD[:11])
+    assert e.describe().startswith("found: wrong-bytes after 90s (shrunk 40 -> 11 ops)")
+
+
+def test_the_command_line_passes_the_plan_and_refuses_only_without_a_budget(monkeypatch,
+                                                                           capsys):
+    from suite import cli
+    got: dict = {}
+    monkeypatch.setattr(knownbugs, "run_bugs", lambda *a, **k: got.update(k) or 0)
+    assert cli.main(["bugs", "async-dio", "--explore", "15m", "--explore-seed", "3",
+                     "--explore-target", "zvol", "--explore-only"]) == 0
+    assert got["explore"] == ExplorePlan("15m", 3, "zvol", only=True)
+    assert cli.main(["bugs", "async-dio", "--explore-from", "/r"]) == 0     # reads, alone
+    assert got["explore"] == ExplorePlan("", 1, "file", only=True, read_from=[Path("/r")])
+    assert cli.main(["bugs", "async-dio"]) == 0 and got["explore"] is None
+    assert cli.main(["bugs", "async-dio", "--explore-only"]) == 2
+    assert "--explore-only runs nothing without a budget" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# the session records when each sequence ended: the time to the first failure
+# ---------------------------------------------------------------------------
+
+class FailsOneSeed:
+    """Each run takes 10 s of the fake clock; every run of ``seed`` fails at its last op."""
+
+    def __init__(self, now: list[float], seed: int) -> None:
+        self.now, self.seed = now, seed
+
+    def run_sequence(self, seq_file, target, timeout_s, extra=()) -> RunOutput:
+        self.now[0] += 10.0
+        seq = Sequence.from_json(Path(seq_file).read_text())
+        n = len(seq.ops)
+        ops = [{"event": "op", "i": i, "op": o.op, "outcome": "ok"}
+               for i, o in enumerate(seq.ops)]
+        done = {"event": "explore-done", "ok": True}
+        if seq.seed == self.seed:
+            done = {**done, "ok": False, "failed_at": n - 1, "kind": "wrong-bytes", "why": "x"}
+        return RunOutput([*ops, done], 0)
+
+
+def test_the_summary_records_when_each_sequence_ended(tmp_path: Path):
+    now = [0.0]
+    out = tmp_path / "run" / "cases" / "test_explore" / "explore"
+    s = Settings(str(tmp_path), tmp_path / "engine", out, n_ops=6, shrink_tries=4)
+    Explorer(FailsOneSeed(now, sequence_seed(5, 2)), s, Choices(), clock=lambda: now[0],
+             log=lambda _: None).run(5, parse_budget("6x"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["at_s"] for r in summary["runs"]] == [10.0, 20.0, 30.0]
+    assert summary["runs"][2]["state"] == "failed" and summary["elapsed_s"] > 30.0
+    (out.parent / "verdict.json").write_text(CaseVerdict(
+        "n", "failed", [Symptom("wrong-bytes", "x")]).to_json())
+    assert read_session(tmp_path).describe().startswith(
+        "found: wrong-bytes after 30s (shrunk 6 -> ")
