@@ -153,14 +153,23 @@ def test_zvol_synced_write_survives_crash(zdio, guests, accel, case_dir, symptom
 
 @pytest.mark.parametrize("dio_off", [False, True], ids=["dio1", "dio0"])
 def test_zvol_freeze_across_reopen(zdio, accel, case_dir, symptom, dio_off):
-    """A finding on stock OpenZFS (be7657e3f2) as well as with the series: a zvol
-    written with a ZIL commit, closed (last close: its ZIL goes with it), the txg
-    synced, the pool frozen, the zvol reopened and written with RWF_DSYNC: the
-    import panics parsing the log chain, VERIFY3U(max_lr_seq, <, lr->lrc_seq)
-    failed (2 < 1), in zil_parse from zil_check_log_chain. Our reading, not yet
-    proven: the reopened zvol's new zilog numbers its records from 1 again in a
-    chain that still leads to the old one. ``zpool freeze`` is a test facility (ziltest, ZTS's
-    slog_replay_volume), so this is what a test of zvol replay meets first.
+    """A finding on stock OpenZFS (be7657e3f2, zfs-2.4.4, zfs-2.3.9) as well as with
+    the series: a zvol written, closed, the txg synced, the pool frozen, the zvol
+    reopened and written with RWF_DSYNC (the engine opens and closes the device per
+    request: two opens after the freeze, two records each): the import panics parsing
+    the log chain, VERIFY3U(max_lr_seq, <, lr->lrc_seq) failed (2 < 1), in zil_parse
+    from zil_check_log_chain. Why, read in the code (zil.c, zvol.c, at be7657e3f2): a
+    zvol's last close evicts its objset and with it the zilog; the next open's new
+    zilog numbers its records from 1 again (``zil_alloc`` zeroes ``zl_lr_seq``) and
+    continues the same chain (``zil_create`` reuses ``zh_log``, no new chain guid).
+    Normally ``zil_close`` waits for the txg that moves the header past its blocks, so
+    the next chain starts clean; under ``zpool freeze`` no txg reaches the disk, so the
+    on-disk header still points at the first open's records and the second open's
+    follow them, numbered 1 again. A build without ASSERTs sets the claim sequence
+    from the last record parsed, so a later open with fewer records than an earlier
+    one would cut replay short: acknowledged writes lost, silently. Only under
+    ``zpool freeze``, a test facility (ziltest, ZTS's slog_replay_volume, which keeps
+    the zvol open across the freeze and never meets it). No upstream report found.
     The case passes when the import replays the acknowledged writes."""
     z = zdio.zfs
     if dio_off and ZVOL_PARAM not in zdio.have_params:
