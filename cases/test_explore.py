@@ -51,7 +51,8 @@ def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
     """The --explore-budget, and a backstop that fits it (exploring and shrinking
     are wall clock; the backstop is scaled by the accelerator on top of this)."""
     budget = parse_budget(request.config.getoption("explore_budget"))
-    wall = budget.explore_s(PER_SEQUENCE_S * accel.scale) + SHRINK_S
+    wall = budget.explore_s(PER_SEQUENCE_S * accel.scale) + \
+        SHRINK_S * request.config.getoption("explore_findings")
     request.node.add_marker(pytest.mark.deadline(wall / accel.scale + SETUP_S), append=False)
     return budget
 
@@ -66,8 +67,10 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     except NoZvols as e:
         pytest.fail(f"--explore-target zvol on a build that makes no zvol:\n{e}", pytrace=False)
     choices = choices_for(target, have, zfs_guest.has_param)
+    findings = request.config.getoption("explore_findings")
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
-                        out_dir=case_dir / "explore", shrink_s=SHRINK_S, target=target)
+                        out_dir=case_dir / "explore", shrink_s=SHRINK_S, target=target,
+                        max_findings=findings)
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "

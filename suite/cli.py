@@ -80,6 +80,7 @@ def explore_plan(args: argparse.Namespace) -> "ExplorePlan | None":
                                  "earlier explore runs")
         return None
     return ExplorePlan(args.explore or "", args.explore_seed, args.explore_target,
+                       findings=args.explore_findings,
                        only=args.explore_only or not args.explore,
                        read_from=[Path(d) for d in args.explore_from])
 
@@ -167,7 +168,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from suite.explore.lane import build_argv, run_lane
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
-                    args.budget, args.pytest_args, target=args.target)
+                    args.budget, args.pytest_args, target=args.target,
+                    findings=args.findings)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -268,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--explore-seed", type=int, default=1, help="--explore: master seed")
     kb.add_argument("--explore-target", choices=("file", "zvol"), default="file",
                     help="--explore: a fresh file per sequence, or a fresh zvol")
+    kb.add_argument("--explore-findings", type=int, default=3, metavar="N",
+                    help="--explore: distinct findings per bad commit before stopping "
+                         "(default 3: an upstream finding met first does not end the run)")
     kb.add_argument("--explore-from", action="append", default=[], metavar="DIR",
                     help="read explore's side from earlier explore results folders (`suite "
                          "explore` or `bugs --explore`) instead of running it, each matched "
@@ -320,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="what each sequence runs on: a fresh file on the case's dataset "
                          "(default), or a fresh zvol under it, with the sequence's "
                          "volblocksize and properties, run as a block device")
+    ex.add_argument("--findings", type=int, default=1, metavar="N",
+                    help="distinct findings to collect before stopping (default 1); past "
+                         "the first, a failure like one already found is counted, not "
+                         "shrunk again, so a frequent one does not hide the next")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

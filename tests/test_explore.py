@@ -1038,3 +1038,26 @@ def test_the_report_prints_the_shrunk_sequence():
     assert "shrunk from 7 to 2 ops in 9 replays" in text
     assert "=>   1  verify" in text and "explore-run minimal-11.json" in text
     assert "first wrong byte at file offset 0" in text
+
+
+def test_exploring_goes_on_past_a_finding_and_shrinks_each_kind_once(ddir: Path):
+    """--explore-findings N: a frequent failure (an upstream bug met by most seeds)
+    must not end the run or be shrunk again; the next different one is still found."""
+    from suite.explore.session import signature
+    root = ddir / "goes-on"
+    logs: list[str] = []
+    s = Settings(str(root), root / "engine", root / "explore", n_ops=12,
+                 file_size_max=128 << 10, shrink_tries=20, max_findings=5)
+    res = explore(LocalRunner("--tamper-after-data", "3"), s, 7, parse_budget("12x"), ALIGNED,
+                  log=logs.append)
+    sigs = [signature(f.original, f.verdict) for f in res.findings]
+    assert len(sigs) == len(set(sigs)) >= 1
+    repeats = [r for r in res.runs if "repeat_of" in r]
+    assert repeats, "no failure was met twice: the test proves nothing (pick another seed)"
+    assert all(r["state"] == "failed" for r in repeats)
+    assert len(res.runs) == 12 or len(res.findings) == 5       # went on past the first
+    firsts = {f.original.seed for f in res.findings}
+    assert all(r["repeat_of"] in firsts for r in repeats)
+    assert any("not shrunk again" in m for m in logs)
+    shrinks = len(list((root / "engine").glob("*-shrink.seq.json")))
+    assert shrinks <= 20 * len(res.findings)                   # repeats cost one run each

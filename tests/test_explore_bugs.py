@@ -230,15 +230,16 @@ def test_running_explore_at_a_commit_reads_back_its_own_folder(tmp_path, monkeyp
     import suite.explore.lane as lane
     seen: dict = {}
 
-    def fake_lane(build, seed, budget, pytest_args, results=None, target="file"):
-        seen.update(build=build, seed=seed, budget=budget, args=pytest_args, target=target)
+    def fake_lane(build, seed, budget, pytest_args, results=None, target="file", findings=1):
+        seen.update(build=build, seed=seed, budget=budget, args=pytest_args, target=target,
+                    findings=findings)
         explore_session(results.parent, results.name, found=True)
         return 1
     monkeypatch.setattr(lane, "run_lane", fake_lane)
     plan = ExplorePlan("20x", seed=7, target="zvol")
     e = plan.at("async-dio", BAD, tmp_path, ["-x"])
     assert seen == {"build": ["--series", f"async-dio@{BAD[:11]}"], "seed": 7,
-                    "budget": "20x", "args": ["-x"], "target": "zvol"}
+                    "budget": "20x", "args": ["-x"], "target": "zvol", "findings": 3}
     assert e.results == str(tmp_path / "explore" / BAD[:11])
     assert e.describe().startswith("found: wrong-bytes after 90s (shrunk 40 -> 11 ops)")
 

@@ -187,6 +187,10 @@ class Settings:
     seq_timeout_s: float = 180.0    # per run, before the runner's scale
     shrink_tries: int = DEFAULT_TRIES
     shrink_s: float = 1200.0        # wall clock for shrinking one finding
+    # Distinct findings to collect before stopping. Past the first, exploring goes on
+    # (as syzkaller does after a crash): a failure of a signature already found is
+    # counted, not shrunk again, so a frequent finding (an upstream bug) does not hide
+    # the next one behind it.
     max_findings: int = 1
 
 
@@ -237,6 +241,17 @@ class ExploreResult:
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
+
+
+def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
+    """What tells two failures apart before shrinking: the symptom kind and the
+    failing op's kind, interface and O_DIRECT-ness (``wrong-bytes pread sync
+    direct``)."""
+    op = seq.ops[v.failed_at] if v.failed_at is not None and v.failed_at < len(seq.ops) \
+        else None
+    if op is None:
+        return (v.kind or "no-result",)
+    return (v.kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
 
 
 Declare = Callable[[str, set[str]], None]
@@ -360,9 +375,18 @@ class Explorer:
                 result.no_result.append((seq.seed, v))
                 break
             if v.failed:
-                result.findings.append(self.investigate(k, seq, v))
-                if len(result.findings) >= self.s.max_findings:
-                    break
+                sig = signature(seq, v)
+                first = next((f for f in result.findings if signature(f.original, f.verdict)
+                              == sig), None)
+                if first is not None:
+                    result.runs[-1]["repeat_of"] = first.original.seed
+                    self.log(f"explore: sequence {k} (seed {seq.seed}) fails as seed "
+                             f"{first.original.seed} did ({' '.join(map(str, sig))}): "
+                             f"not shrunk again")
+                else:
+                    result.findings.append(self.investigate(k, seq, v))
+                    if len(result.findings) >= self.s.max_findings:
+                        break
             k += 1
             self._save(result, t0)
         self._save(result, t0)

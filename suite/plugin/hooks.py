@@ -96,6 +96,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--explore-budget", type=budget_arg, default="5m", metavar="TIME|Nx",
                 help="-m explore: how long to explore (90s, 15m, 1h) or how many "
                      "sequences (20x); shrinking a finding comes on top (default 5m)")
+    g.addoption("--explore-findings", type=int, default=1, metavar="N",
+                help="-m explore: distinct findings to collect before stopping (default 1); "
+                     "past the first, a failure like one already found is counted, not shrunk")
     g.addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

@@ -218,6 +218,7 @@ class ExplorePlan:
     budget: str = ""
     seed: int = 1
     target: str = "file"
+    findings: int = 3
     only: bool = False
     read_from: list[Path] = field(default_factory=list)
 
@@ -234,7 +235,7 @@ def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
     print(f"==> explore at {name}@{commit[:11]} (seed {plan.seed}, budget {plan.budget}, "
           f"target {plan.target})", flush=True)
     run_lane(["--series", f"{name}@{commit[:11]}"], plan.seed, plan.budget, list(extra),
-             results=results, target=plan.target)
+             results=results, target=plan.target, findings=plan.findings)
     out = read_session(results, commit)
     print(f"<== explore at {commit[:11]}: {out.describe()}; {results}", flush=True)
     return out
