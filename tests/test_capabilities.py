@@ -90,3 +90,25 @@ def test_the_record_round_trips_through_the_run_folder(tmp_path):
     assert path == tmp_path / "build" / caps.FILE
     assert caps.load(path) == cs
     assert not list((tmp_path / "build").glob(".*"))      # no temporary left behind
+
+
+def test_a_held_read_on_a_zinject_without_object_delay_is_skipped_with_the_reason():
+    """zfs-2.3.9's zinject has no -E: the teardown-with-held-read cases cannot run
+    there; that is a skip that says why, not a NotArmed error (first 2.3.9 run)."""
+    from types import SimpleNamespace
+
+    import pytest as _pytest
+
+    from suite.casekit.faults import NotArmed, arm_delay
+
+    class Z:
+        def __init__(self, stderr: str) -> None:
+            self.stderr = stderr
+
+        def zinject(self, *a, **kw):
+            return SimpleNamespace(rc=2, stdout="", stderr=self.stderr)
+
+    with _pytest.raises(_pytest.skip.Exception, match="no -E"):
+        arm_delay(Z("zinject: invalid option 'E'\nusage: ..."), "/tank/f", 5.0)
+    with _pytest.raises(NotArmed, match="no such file"):
+        arm_delay(Z("cannot open /tank/f: no such file"), "/tank/f", 5.0)
