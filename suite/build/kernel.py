@@ -43,6 +43,7 @@ class Profile:
     modules: str = ""
     build: kbuild.BuildSpec | None = None      # [build]: the kernel is built, not installed
     zfs_license: str = ""                       # [zfs] license: OpenZFS's META License for it
+    zfs_gcov: bool = False                      # [zfs] gcov: OpenZFS's modules built with gcov
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,15 @@ class Kernel:
     source: Path           # the kernel source headers, what --with-linux takes
     modules: Path          # /lib/modules/<release>
     zfs_license: str = ""  # OpenZFS built with this META License (a debug kernel's lockdep)
+    zfs_gcov: bool = False  # OpenZFS's modules built with gcov (suite/coverage/flags.py)
 
     def identity(self) -> dict[str, str]:
         """What makes a build for this kernel different from another's."""
         ident = {"release": self.release}
         if self.zfs_license:
             ident["zfs_license"] = self.zfs_license
+        if self.zfs_gcov:
+            ident["zfs_gcov"] = "GCOV_PROFILE=y"
         for f in ("Module.symvers", ".config"):
             p = self.headers / f
             if p.exists():
@@ -80,6 +84,9 @@ def load_profile(name: str) -> Profile:
     if zfs.get("license") and not str(zfs.get("reason", "")).strip():
         raise KernelError(f"kernel profile {name}: [zfs] license needs a reason",
                           fix=f"say in {path} why OpenZFS is relabelled for this kernel")
+    if zfs.get("gcov") and not str(zfs.get("gcov_reason", "")).strip():
+        raise KernelError(f"kernel profile {name}: [zfs] gcov needs a gcov_reason",
+                          fix=f"say in {path} why OpenZFS is built with gcov for this kernel")
     build = kbuild.BuildSpec.from_toml(data.get("name", name), data["build"]) \
         if "build" in data else None
     return Profile(name=data.get("name", name), description=data.get("description", ""),
@@ -89,7 +96,7 @@ def load_profile(name: str) -> Profile:
                    metapackages=tuple(data.get("metapackages", ())),
                    vmlinuz=data.get("vmlinuz", ""), headers=data.get("headers", ""),
                    modules=data.get("modules", ""), build=build,
-                   zfs_license=zfs.get("license", ""))
+                   zfs_license=zfs.get("license", ""), zfs_gcov=bool(zfs.get("gcov", False)))
 
 
 def _version_key(release: str) -> list[object]:
@@ -249,4 +256,5 @@ def built_kernel(profile: Profile, allow_install: bool = True) -> Kernel:
     built, _ = kbuild.ensure(profile.build, allow_install=allow_install)
     tree = Path(built.tree)
     return Kernel(profile.name, built.release, Path(built.vmlinuz), tree, tree,
-                  Path(built.modules), zfs_license=profile.zfs_license)
+                  Path(built.modules), zfs_license=profile.zfs_license,
+                  zfs_gcov=profile.zfs_gcov)

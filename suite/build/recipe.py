@@ -32,6 +32,7 @@ from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
 from suite.build.steps import discard, run_step
+from suite.coverage import flags as coverage_flags
 from suite.locks import file_lock
 from suite.progress import step
 from suite.source.series import SourceTree
@@ -315,10 +316,14 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
                          f"--with-linux-obj={req.kernel.headers}"], src, env, log, "configure")
             seconds["configure"] = time.monotonic() - t
         t = time.monotonic()
-        _run_logged(["make", f"-j{jobs}", *req.targets], src, env, log,
+        gcov = coverage_flags.make_args(req.kernel)     # GCOV_PROFILE=y, or nothing
+        _run_logged(["make", f"-j{jobs}", *gcov, *req.targets], src, env, log,
                     f"make {' '.join(req.targets)}")
         if not req.zts:
-            _run_logged(["make", f"-j{jobs}", "-C", "module"], src, env, log, "make modules")
+            _run_logged(["make", f"-j{jobs}", *gcov, "-C", "module"], src, env, log,
+                        "make modules" + (" (gcov)" if gcov else ""))
+        if gcov:
+            coverage_flags.check_instrumented(src, log)
         seconds["make"] = time.monotonic() - t
         record = _record(req, bdir, src, log, seconds, missing, env, stats0)
         if seeded is not None:
