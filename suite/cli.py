@@ -1,5 +1,5 @@
 """``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell, explore,
-merge, lines."""
+merge, lines, coverage."""
 from __future__ import annotations
 
 import argparse
@@ -216,6 +216,12 @@ def cmd_lines(args: argparse.Namespace) -> int:
     return side_by_side.exit_code(runs)
 
 
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from suite.coverage.lane import run
+    return run(args.series, [Path(d) for d in args.results],
+               Path(args.out) if args.out else None, html=not args.no_html)
+
+
 def _budget(text: str) -> str:
     from suite.explore.session import budget_arg
     return budget_arg(text)
@@ -360,6 +366,17 @@ def main(argv: list[str] | None = None) -> int:
     rr.add_argument("--junit", action="store_true",
                     help="write junit.xml even where one exists (pytest's own is kept)")
     rr.set_defaults(func=cmd_report)
+    cv = sub.add_parser("coverage", help="the lines a series adds or changes in module/ "
+                                         "and which of them the cases executed (runs on a "
+                                         "gcov kernel profile: --kernel debian-6.1-debug)")
+    cv.add_argument("--series", required=True, help="series name, e.g. async-dio")
+    cv.add_argument("--results", action="append", default=[], metavar="DIR",
+                    help="a results folder whose guests left coverage/gcda/ (repeatable: "
+                         "shards, sessions; default: the newest run that has them)")
+    cv.add_argument("--out", default=None, help="where coverage/<build>/ goes (default: "
+                                                "the first --results folder)")
+    cv.add_argument("--no-html", action="store_true", help="no genhtml pages")
+    cv.set_defaults(func=cmd_coverage)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)

@@ -17,6 +17,8 @@ from typing import Iterator
 
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import COUNTER_PARAMS
+from suite.coverage import collect as coverage_collect
+from suite.coverage import flags as coverage_flags
 from suite.errors import BootTimeout, GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.capabilities import capabilities, kstat_command
@@ -335,13 +337,33 @@ class Guests:
             return CaseEnd(restore_error=str(e))
 
     def recycle(self, keep: bool = False) -> None:
-        """Let the current guest go (killed, or kept running for --keep-vm)."""
+        """Let the current guest go (killed, or kept running for --keep-vm), its
+        gcov counters copied out first on an instrumented build."""
         if self.current is not None:
+            self.collect_coverage(self.current)
             if keep:
                 self.kept.append(self.current.vm)
             else:
                 self.current.vm.kill()
         self.current = None
+
+    def collect_coverage(self, g: ZfsGuest) -> None:
+        """An instrumented build (``[zfs] gcov``): the guest's OpenZFS counters into
+        ``<run>/coverage/gcda/<key>/<guest>/`` (suite/coverage/collect.py), while it
+        still answers. A guest that died or lost its power takes them with it; a
+        failed copy is noted there, never a case's failure."""
+        if not coverage_flags.instrumented(self.record.inputs) or not g.vm.alive:
+            return
+        name = g.vm.spec.name
+        dest = coverage_collect.gcda_dir(self.run_dir, self.record.key) / name
+        try:
+            got = coverage_collect.from_guest(g.zfs.guest, dest, name,
+                                              timeout=self.accel.deadline(120))
+            g.zfs.guest.mark(f"ozfs-vmci: gcov counters: {got.files} files to {dest}"
+                             + (f" ({got.skipped})" if got.skipped else ""))
+        except (SuiteError, ValueError, OSError) as e:
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "collect-failed.txt").write_text(f"{e}\n")
 
     def close(self) -> list[str]:
         """Stop the current guest; returns how to reach the kept ones."""

@@ -438,6 +438,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(spent)
         (run_dir / "phases.txt").write_text(spent + "\n")
     terminalreporter.write_line(f"ozfs-vmci results: {run_dir}")
+    if (run_dir / "coverage" / "gcda").is_dir():    # a gcov build's guests left counters
+        from suite.coverage.lane import after_session
+        for line in after_session(run_dir):
+            terminalreporter.write_line(line)
     _write_report(config, terminalreporter, run_dir)
 
 

@@ -217,6 +217,8 @@ def coverage(root: Path) -> Section | None:
         except (OSError, ValueError):
             sec.intro.append(f"{f.name} does not read")
             continue
+        if isinstance(data, dict) and isinstance(data.get("summary"), str):
+            sec.intro.append(data["summary"])       # suite coverage's one-line total
         sec.grids += grids_of(data, str(f.relative_to(root)))
         sec.links.append(Link(f.name, f))
     sec.links += [Link(f"lcov view ({p.parent.name})", p)
