@@ -37,7 +37,7 @@ from suite.explore.zvol import GuestZvols
 pytestmark = [pytest.mark.vm, pytest.mark.explore]
 
 PER_SEQUENCE_S = 60.0           # a guess at one run under KVM, for an "Nx" budget's backstop
-SHRINK_S = 1200.0               # wall clock for shrinking a finding
+SHRINK_S = 1200.0               # default wall clock for shrinking a finding (--explore-shrink)
 SETUP_S = 600.0                 # guest, pool and the first commands, before scaling
 
 
@@ -46,13 +46,18 @@ def conditions_row(seq: Sequence) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted({**seq.params, **seq.props}.items()))
 
 
+def shrink_s(config: pytest.Config) -> float:
+    """Wall clock for shrinking one finding: --explore-shrink, else SHRINK_S."""
+    return float(config.getoption("explore_shrink") or SHRINK_S)
+
+
 @pytest.fixture
 def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
     """The --explore-budget, and a backstop that fits it (exploring and shrinking
     are wall clock; the backstop is scaled by the accelerator on top of this)."""
     budget = parse_budget(request.config.getoption("explore_budget"))
     wall = budget.explore_s(PER_SEQUENCE_S * accel.scale) + \
-        SHRINK_S * request.config.getoption("explore_findings")
+        shrink_s(request.config) * request.config.getoption("explore_findings")
     request.node.add_marker(pytest.mark.deadline(wall / accel.scale + SETUP_S), append=False)
     return budget
 
@@ -69,7 +74,8 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     choices = choices_for(target, have, zfs_guest.has_param)
     findings = request.config.getoption("explore_findings")
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
-                        out_dir=case_dir / "explore", shrink_s=SHRINK_S, target=target,
+                        out_dir=case_dir / "explore", shrink_s=shrink_s(request.config),
+                        target=target,
                         max_findings=findings)
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "

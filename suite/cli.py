@@ -169,7 +169,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from suite.explore.lane import build_argv, run_lane
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
-                    findings=args.findings)
+                    findings=args.findings, shrink_s=args.shrink_time)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -335,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="distinct findings to collect before stopping (default 1); past "
                          "the first, a failure like one already found is counted, not "
                          "shrunk again, so a frequent one does not hide the next")
+    ex.add_argument("--shrink-time", type=float, default=None, metavar="SECONDS",
+                    help="wall clock for shrinking one finding (default 1200 s; a finding "
+                         "cut short says so and keeps the smallest failing sequence)")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

@@ -1061,3 +1061,21 @@ def test_exploring_goes_on_past_a_finding_and_shrinks_each_kind_once(ddir: Path)
     assert any("not shrunk again" in m for m in logs)
     shrinks = len(list((root / "engine").glob("*-shrink.seq.json")))
     assert shrinks <= 20 * len(res.findings)                   # repeats cost one run each
+
+
+def test_the_lane_passes_findings_and_shrink_time_to_the_session(monkeypatch, tmp_path: Path):
+    seen: dict = {}
+
+    def fake_run_cases(args, results, pytest_args, timeout, targets):
+        seen.update(args=args, timeout=timeout)
+        return 0, "", 1.0
+    monkeypatch.setattr(lane, "run_cases", fake_run_cases)
+    monkeypatch.setattr(lane, "load_verdicts", lambda results: {})
+    lane.run_lane(["--series", "async-dio"], 3, "15m", [], results=tmp_path, findings=3,
+                  shrink_s=300)
+    a = seen["args"]
+    assert a[a.index("--explore-findings") + 1] == "3"
+    assert a[a.index("--explore-shrink") + 1] == "300"
+    lane.run_lane([], 3, "15m", [], results=tmp_path)
+    assert "--explore-shrink" not in seen["args"]
+    assert seen["args"][seen["args"].index("--explore-findings") + 1] == "1"

@@ -96,6 +96,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--explore-budget", type=budget_arg, default="5m", metavar="TIME|Nx",
                 help="-m explore: how long to explore (90s, 15m, 1h) or how many "
                      "sequences (20x); shrinking a finding comes on top (default 5m)")
+    g.addoption("--explore-shrink", type=float, default=None, metavar="SECONDS",
+                help="-m explore: wall clock for shrinking one finding (default 1200)")
     g.addoption("--explore-findings", type=int, default=1, metavar="N",
                 help="-m explore: distinct findings to collect before stopping (default 1); "
                      "past the first, a failure like one already found is counted, not shrunk")
