@@ -112,3 +112,26 @@ def test_a_held_read_on_a_zinject_without_object_delay_is_skipped_with_the_reaso
         arm_delay(Z("zinject: invalid option 'E'\nusage: ..."), "/tank/f", 5.0)
     with _pytest.raises(NotArmed, match="no such file"):
         arm_delay(Z("cannot open /tank/f: no such file"), "/tank/f", 5.0)
+
+
+def test_a_held_write_on_a_zinject_without_object_delay_is_skipped_too():
+    """zfs-2.3.9: test_teardown_with_held_write, test_write_append_respects_rlimit_fsize
+    and test_write_barrier_waits_for_held_write errored not-armed the same way."""
+    from types import SimpleNamespace
+
+    import pytest as _pytest
+
+    from suite.casekit.faults import NotArmed
+    from suite.casekit.writes import arm_write_delay
+
+    class Z:
+        def __init__(self, stderr: str) -> None:
+            self.stderr = stderr
+
+        def zinject(self, *a, **kw):
+            return SimpleNamespace(rc=2, stdout="", stderr=self.stderr)
+
+    with _pytest.raises(_pytest.skip.Exception, match="no write can be held"):
+        arm_write_delay(Z("zinject: invalid option 'E'"), "/tank/f", 5.0)
+    with _pytest.raises(NotArmed):
+        arm_write_delay(Z("cannot open /tank/f"), "/tank/f", 5.0)

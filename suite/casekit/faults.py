@@ -61,12 +61,18 @@ def task_state(zfs: Zfs, pid: int) -> str:
 NO_OBJECT_DELAY = "invalid option 'E'"   # zinject of zfs-2.3.x and older
 
 
+def skip_without_object_delay(r, what: str) -> None:
+    """A zinject that refused ``-E`` as an unknown option (zfs-2.3.x and older): the
+    case truly cannot run on this build; skip it saying so."""
+    if r.rc != 0 and NO_OBJECT_DELAY in r.stderr + r.stdout:
+        pytest.skip(f"this build's zinject has no -E (a delay on one object's I/O came in "
+                    f"zfs-2.4.0): no {what} can be held in flight on it")
+
+
 def arm_delay(zfs: Zfs, path: str, delay_s: float) -> None:
     r = zfs.zinject("-E", str(int(delay_s * 1000)), "-T", "read", "-t", "data", path,
                     check=False, timeout=60)
-    if r.rc != 0 and NO_OBJECT_DELAY in r.stderr + r.stdout:
-        pytest.skip("this build's zinject has no -E (a delay on one object's I/O came in "
-                    "zfs-2.4.0): no read can be held in flight on it")
+    skip_without_object_delay(r, "read")
     if r.rc != 0:
         raise NotArmed(f"zinject -E refused: {r.stderr.strip() or r.stdout.strip()}",
                        fix="is the file on the pool and zinject from the same build?")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from suite.casekit.dio import DIO_PROPS, Condition, symptom_of
 from suite.casekit.engine import EngineRunner, parse_lines
-from suite.casekit.faults import NotArmed
+from suite.casekit.faults import NotArmed, skip_without_object_delay
 from suite.errors import GuestError
 from suite.ioengine.plan import FileSpec, Plan, Request, Segment
 from suite.report.symptoms import Symptom
@@ -166,6 +166,7 @@ def arm_write_delay(zfs: "Zfs", path: str, delay_s: float) -> str:
     (``faults.hold``): the write waits for the read's range lock."""
     ms = str(int(delay_s * 1000))
     r = zfs.zinject("-E", ms, "-T", "write", "-t", "data", path, check=False, timeout=60)
+    skip_without_object_delay(r, "write")
     if r.rc != 0:
         raise NotArmed(f"zinject -E -T write refused: {r.stderr.strip() or r.stdout.strip()}",
                        fix="is the file on the pool and zinject from the same build?")
