@@ -60,3 +60,14 @@ def test_another_refusal_is_raised_at_once():
     with pytest.raises(GuestError, match="invalid vdev"):
         _zfs(g).create_pool(PoolSpec(layout="mirror"))
     assert not any("udevadm" in c for c in g.ran)
+
+
+def test_a_retried_create_declares_the_ereport_its_refusal_left():
+    """zfs-2.4.4, TCG: the refused first attempt posted ereport.fs.zfs.vdev.unknown,
+    and test_zvol_mirror_self_heals failed on it (ereport:unknown, undeclared)."""
+    z = _zfs(_Guest([BUSY, _Res(0)]))
+    z.create_pool(PoolSpec(layout="mirror"))
+    assert "unknown" in z.leaves.ereports
+    quiet = _zfs(_Guest([_Res(0)]))
+    quiet.create_pool(PoolSpec(layout="mirror"))
+    assert "unknown" not in quiet.leaves.ereports          # nothing retried, nothing allowed
