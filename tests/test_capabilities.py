@@ -3,6 +3,8 @@ zfs_dio_strict and always refuses misaligned O_DIRECT with EINVAL, so an aligned
 write or read runs whatever the knob, and a strict=1 row runs as it is."""
 from __future__ import annotations
 
+import pytest
+
 from suite.casekit.dio import ASYNC_PARAM, STRICT_PARAM, DioBench, cond
 
 LINE_2_3 = {"zfs_dio_enabled", "zfs_vdev_direct_write_verify"}   # no strict, no async
@@ -92,46 +94,33 @@ def test_the_record_round_trips_through_the_run_folder(tmp_path):
     assert not list((tmp_path / "build").glob(".*"))      # no temporary left behind
 
 
+
+class _RefusingZinject:
+    """A guest whose zinject refuses with ``stderr``."""
+    def __init__(self, stderr: str) -> None:
+        self.stderr = stderr
+
+    def zinject(self, *a, **kw):
+        from types import SimpleNamespace
+        return SimpleNamespace(rc=2, stdout="", stderr=self.stderr)
+
+
 def test_a_held_read_on_a_zinject_without_object_delay_is_skipped_with_the_reason():
     """zfs-2.3.9's zinject has no -E: the teardown-with-held-read cases cannot run
     there; that is a skip that says why, not a NotArmed error (first 2.3.9 run)."""
-    from types import SimpleNamespace
-
-    import pytest as _pytest
-
     from suite.casekit.faults import NotArmed, arm_delay
-
-    class Z:
-        def __init__(self, stderr: str) -> None:
-            self.stderr = stderr
-
-        def zinject(self, *a, **kw):
-            return SimpleNamespace(rc=2, stdout="", stderr=self.stderr)
-
-    with _pytest.raises(_pytest.skip.Exception, match="no -E"):
-        arm_delay(Z("zinject: invalid option 'E'\nusage: ..."), "/tank/f", 5.0)
-    with _pytest.raises(NotArmed, match="no such file"):
-        arm_delay(Z("cannot open /tank/f: no such file"), "/tank/f", 5.0)
+    with pytest.raises(pytest.skip.Exception, match="no -E"):
+        arm_delay(_RefusingZinject("zinject: invalid option 'E'\nusage: ..."), "/tank/f", 5.0)
+    with pytest.raises(NotArmed, match="no such file"):
+        arm_delay(_RefusingZinject("cannot open /tank/f: no such file"), "/tank/f", 5.0)
 
 
 def test_a_held_write_on_a_zinject_without_object_delay_is_skipped_too():
     """zfs-2.3.9: test_teardown_with_held_write, test_write_append_respects_rlimit_fsize
     and test_write_barrier_waits_for_held_write errored not-armed the same way."""
-    from types import SimpleNamespace
-
-    import pytest as _pytest
-
     from suite.casekit.faults import NotArmed
     from suite.casekit.writes import arm_write_delay
-
-    class Z:
-        def __init__(self, stderr: str) -> None:
-            self.stderr = stderr
-
-        def zinject(self, *a, **kw):
-            return SimpleNamespace(rc=2, stdout="", stderr=self.stderr)
-
-    with _pytest.raises(_pytest.skip.Exception, match="no write can be held"):
-        arm_write_delay(Z("zinject: invalid option 'E'"), "/tank/f", 5.0)
-    with _pytest.raises(NotArmed):
-        arm_write_delay(Z("cannot open /tank/f"), "/tank/f", 5.0)
+    with pytest.raises(pytest.skip.Exception, match="no write can be held"):
+        arm_write_delay(_RefusingZinject("zinject: invalid option 'E'"), "/tank/f", 5.0)
+    with pytest.raises(NotArmed):
+        arm_write_delay(_RefusingZinject("cannot open /tank/f"), "/tank/f", 5.0)

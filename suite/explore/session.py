@@ -360,6 +360,7 @@ class Explorer:
     def run(self, master_seed: int, budget: Budget) -> ExploreResult:
         result = ExploreResult(master_seed, str(budget), self.s.target)
         t0, k = self.clock(), 0
+        found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         while budget.allows(k, self.clock() - t0):
             seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
                            self.s.file_size_max, self.choices)
@@ -376,14 +377,12 @@ class Explorer:
                 break
             if v.failed:
                 sig = signature(seq, v)
-                first = next((f for f in result.findings if signature(f.original, f.verdict)
-                              == sig), None)
-                if first is not None:
-                    result.runs[-1]["repeat_of"] = first.original.seed
+                if sig in found:
+                    result.runs[-1]["repeat_of"] = found[sig]
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as seed "
-                             f"{first.original.seed} did ({' '.join(map(str, sig))}): "
-                             f"not shrunk again")
+                             f"{found[sig]} did ({' '.join(sig)}): not shrunk again")
                 else:
+                    found[sig] = seq.seed
                     result.findings.append(self.investigate(k, seq, v))
                     if len(result.findings) >= self.s.max_findings:
                         break
