@@ -26,8 +26,11 @@ a block device can do (``suite/explore/gen.py`` ``BLOCK_OPS``).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from suite.explore.known import read_known
 from suite.explore.ops import Sequence
 from suite.explore.session import (Budget, Conditions, GuestRunner, Settings, dataset_props,
                                    explore, parse_budget)
@@ -76,7 +79,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
                         out_dir=case_dir / "explore", shrink_s=shrink_s(request.config),
                         target=target,
-                        max_findings=findings)
+                        max_findings=findings,
+                        known=read_known([Path(p) for p in
+                                          request.config.getoption("explore_known")]))
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "
@@ -85,6 +90,10 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                      Conditions(zfs_guest, pool), zvols=zvols)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
           f"{result.elapsed_s:.0f}s; summary {settings.out_dir / 'summary.json'}")
+    if settings.known:
+        print(f"explore: {result.known} sequences failed as a known finding did (of "
+              f"{len(settings.known)} known: " +
+              "; ".join(k.label() for k in settings.known.values()) + ")")
     for f in result.findings:
         symptom(f.kind, f.detail(), row=conditions_row(f.minimal))
     for s, v in result.no_result:

@@ -80,7 +80,7 @@ def explore_plan(args: argparse.Namespace) -> "ExplorePlan | None":
                                  "earlier explore runs")
         return None
     return ExplorePlan(args.explore or "", args.explore_seed, args.explore_target,
-                       findings=args.explore_findings,
+                       findings=args.explore_findings, known=list(args.explore_known),
                        only=args.explore_only or not args.explore,
                        read_from=[Path(d) for d in args.explore_from])
 
@@ -169,7 +169,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from suite.explore.lane import build_argv, run_lane
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
-                    findings=args.findings, shrink_s=args.shrink_time)
+                    findings=args.findings, shrink_s=args.shrink_time, known=args.known)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -279,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--explore-findings", type=int, default=3, metavar="N",
                     help="--explore: distinct findings per bad commit before stopping "
                          "(default 3: an upstream finding met first does not end the run)")
+    kb.add_argument("--explore-known", action="append", default=[], metavar="PATH",
+                    help="--explore: findings already known (an explore run on the base or "
+                         "master): counted and named at each bad commit, not shrunk")
     kb.add_argument("--explore-from", action="append", default=[], metavar="DIR",
                     help="read explore's side from earlier explore results folders (`suite "
                          "explore` or `bugs --explore`) instead of running it, each matched "
@@ -338,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--shrink-time", type=float, default=None, metavar="SECONDS",
                     help="wall clock for shrinking one finding (default 1200 s; a finding "
                          "cut short says so and keeps the smallest failing sequence)")
+    ex.add_argument("--known", action="append", default=[], metavar="PATH",
+                    help="findings already known: an explore summary.json or a results "
+                         "folder holding them (e.g. a run on the series' base or on "
+                         "master); a failure with the signature of one is counted and "
+                         "named, not shrunk (repeatable)")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

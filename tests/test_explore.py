@@ -1072,10 +1072,71 @@ def test_the_lane_passes_findings_and_shrink_time_to_the_session(monkeypatch, tm
     monkeypatch.setattr(lane, "run_cases", fake_run_cases)
     monkeypatch.setattr(lane, "load_verdicts", lambda results: {})
     lane.run_lane(["--series", "async-dio"], 3, "15m", [], results=tmp_path, findings=3,
-                  shrink_s=300)
+                  shrink_s=300, known=["base-run", "/r/master"])
     a = seen["args"]
     assert a[a.index("--explore-findings") + 1] == "3"
     assert a[a.index("--explore-shrink") + 1] == "300"
+    # each known path absolute: the inner session runs in another folder
+    assert [a[i + 1] for i, x in enumerate(a) if x == "--explore-known"] == \
+        [str(Path("base-run").resolve()), "/r/master"]
     lane.run_lane([], 3, "15m", [], results=tmp_path)
-    assert "--explore-shrink" not in seen["args"]
+    assert "--explore-shrink" not in seen["args"] and "--explore-known" not in seen["args"]
     assert seen["args"][seen["args"].index("--explore-findings") + 1] == "1"
+
+
+def test_a_finding_known_from_an_earlier_run_is_counted_not_shrunk(ddir: Path):
+    """--explore-known: what a run on the base found is named, never shrunk again,
+    at the series' commit; a failure of another signature is still investigated."""
+    from suite.explore.known import read_known
+    first = ddir / "known-base"
+    s = Settings(str(first), first / "engine", first / "explore", n_ops=12,
+                 file_size_max=128 << 10, shrink_tries=20)
+    base = explore(LocalRunner("--tamper-after-data", "3"), s, 7, parse_budget("10x"), ALIGNED,
+                   log=lambda _: None)
+    assert len(base.findings) == 1, "the base run found nothing: the test proves nothing"
+    known = read_known([first])                    # a results folder: its summaries
+    assert list(known) == [tuple(json.loads((first / "explore" / "summary.json").read_text())
+                                 ["findings"][0]["signature"])]
+    again = ddir / "known-series"
+    logs: list[str] = []
+    s2 = Settings(str(again), again / "engine", again / "explore", n_ops=12,
+                  file_size_max=128 << 10, shrink_tries=20, known=known)
+    res = explore(LocalRunner("--tamper-after-data", "3"), s2, 7, parse_budget("10x"), ALIGNED,
+                  log=logs.append)
+    from suite.explore.session import signature
+    assert res.known >= 1
+    assert all(signature(f.original, f.verdict) not in known for f in res.findings)
+    named = [r for r in res.runs if "known" in r]
+    assert len(named) == res.known and all(r["state"] == "failed" for r in named)
+    assert all(r["known"].startswith(" ".join(next(iter(known)))) for r in named)
+    for r in named:                                 # a known failure: never shrunk
+        assert not list((again / "engine").glob(f"explore-{r['seed']}-*-shrink.seq.json"))
+    assert json.loads((again / "explore" / "summary.json").read_text())["known"] == res.known
+    assert any("fails as a known finding" in m for m in logs)
+    # Without it the same seed was shrunk: the knowledge, not the seed, saved the work.
+    assert list((first / "engine").glob("*-shrink.seq.json"))
+
+
+def test_known_findings_read_old_summaries_and_say_what_is_wrong(tmp_path: Path):
+    """A summary written before findings carried their signature: it is derived from
+    the original sequence beside it; a path with no summary is an error with a fix."""
+    from suite.errors import SuiteError
+    from suite.explore.known import read_known
+    seq = Sequence(seed=5, props={}, params={}, target="file", init_size=0,
+                   file_size_max=1 << 20,
+                   ops=(Op("pwrite", iface="libaio", direct=True, off=0, len=4096, data=1),
+                        Op("verify")))
+    d = tmp_path / "run" / "cases" / "test_explore" / "explore"
+    d.mkdir(parents=True)
+    (d / "original-5.json").write_text(seq.to_json())
+    (d / "summary.json").write_text(json.dumps({
+        "findings": [{"seed": 5, "kind": "wrong-bytes"}],
+        "runs": [{"k": 0, "seed": 5, "kind": "wrong-bytes", "failed_at": 1}]}))
+    known = read_known([tmp_path / "run"])
+    assert list(known) == [("wrong-bytes", "verify", "sync", "buffered")]
+    assert known[("wrong-bytes", "verify", "sync", "buffered")].seed == 5
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SuiteError, match="no explore/summary.json"):
+        read_known([tmp_path / "empty"])
+    with pytest.raises(SuiteError, match="no such file"):
+        read_known([tmp_path / "missing"])

@@ -41,7 +41,8 @@ def runs(n: int, failed_at: int | None = None, at_s: bool = True) -> list[dict]:
 def explore_session(parent: Path, name: str, commit: str = BAD, *, target: str = "file",
                     n: int = 2, found: bool = False, at_s: bool = True,
                     no_result: bool = False, verdict: CaseVerdict | None = None,
-                    write_verdict: bool = True, stamp: str = "20261201-204027") -> Path:
+                    write_verdict: bool = True, stamp: str = "20261201-204027",
+                    known: int = 0) -> Path:
     """A ``suite explore`` results folder at ``commit`` of series ``async-dio``."""
     s = parent / name
     run = s / f"{stamp}-async-dio"
@@ -56,7 +57,7 @@ def explore_session(parent: Path, name: str, commit: str = BAD, *, target: str =
     summary = {"master_seed": 1, "budget": "900s", "target": target, "sequences": n,
                "replays": n, "elapsed_s": 45.0 * n, "runs": runs(n, n - 1 if found else None,
                                                                    at_s),
-               "findings": [], "no_result": []}
+               "findings": [], "no_result": [], **({"known": known} if known else {})}
     symptoms: list[Symptom] = []
     if found:
         txt = case / "explore" / f"minimal-{SEED}.txt"
@@ -124,6 +125,9 @@ def test_not_found_gives_the_budget_and_the_sequences(tmp_path: Path):
     explore_session(tmp_path / "z", "clean-zvol", target="zvol", n=3)
     assert read_explore_at(BAD, [tmp_path / "z"], target="zvol").describe() == \
         "not found in 900s (3 sequences, target zvol)"
+    explore_session(tmp_path / "k", "clean-known", n=6, known=4)
+    assert read_explore_at(BAD, [tmp_path / "k"]).describe() == \
+        "not found in 900s (6 sequences; 4 failed as known findings)"
 
 
 @pytest.mark.parametrize("how, says", [
@@ -230,16 +234,18 @@ def test_running_explore_at_a_commit_reads_back_its_own_folder(tmp_path, monkeyp
     import suite.explore.lane as lane
     seen: dict = {}
 
-    def fake_lane(build, seed, budget, pytest_args, results=None, target="file", findings=1):
+    def fake_lane(build, seed, budget, pytest_args, results=None, target="file", findings=1,
+                  known=None):
         seen.update(build=build, seed=seed, budget=budget, args=pytest_args, target=target,
-                    findings=findings)
+                    findings=findings, known=known)
         explore_session(results.parent, results.name, found=True)
         return 1
     monkeypatch.setattr(lane, "run_lane", fake_lane)
-    plan = ExplorePlan("20x", seed=7, target="zvol")
+    plan = ExplorePlan("20x", seed=7, target="zvol", known=["/r/master"])
     e = plan.at("async-dio", BAD, tmp_path, ["-x"])
     assert seen == {"build": ["--series", f"async-dio@{BAD[:11]}"], "seed": 7,
-                    "budget": "20x", "args": ["-x"], "target": "zvol", "findings": 3}
+                    "budget": "20x", "args": ["-x"], "target": "zvol", "findings": 3,
+                    "known": ["/r/master"]}
     assert e.results == str(tmp_path / "explore" / BAD[:11])
     assert e.describe().startswith("found: wrong-bytes after 90s (shrunk 40 -> 11 ops)")
 

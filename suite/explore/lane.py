@@ -56,16 +56,18 @@ def classify(verdicts: dict[str, CaseVerdict], problem: str = "") -> tuple[int, 
 
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
              results: Path | None = None, target: str = "file", findings: int = 1,
-             shrink_s: float | None = None) -> int:
+             shrink_s: float | None = None, known: list[str] | None = None) -> int:
     """``target``: what each sequence runs on, a fresh ``file`` or a fresh ``zvol``;
-    ``findings``: distinct findings to collect before stopping."""
+    ``findings``: distinct findings to collect before stopping; ``known``: summaries
+    (or folders) of findings already known, not shrunk again."""
     budget: Budget = parse_budget(budget_text)
     tail = "-zvol" if target == "zvol" else ""
     results = results or paths.results_root() / \
         f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}{tail}"
     args = ["-m", "explore", "--explore-seed", str(seed), "--explore-budget", str(budget),
             "--explore-target", target, "--explore-findings", str(findings), *build,
-            *(["--explore-shrink", str(shrink_s)] if shrink_s else [])]
+            *(["--explore-shrink", str(shrink_s)] if shrink_s else []),
+            *[a for k in known or [] for a in ("--explore-known", str(Path(k).resolve()))]]
     print(f"==> explore: seed {seed}, budget {budget}, target {target}; pytest {' '.join(args)} "
           f"(results {results})", flush=True)
     timeout = max(SESSION_TIMEOUT, budget.explore_s(120.0) + MARGIN_S * findings)

@@ -192,6 +192,9 @@ class Settings:
     # counted, not shrunk again, so a frequent finding (an upstream bug) does not hide
     # the next one behind it.
     max_findings: int = 1
+    # Failures already found elsewhere (suite/explore/known.py: the base's or
+    # master's runs), by signature: counted and named, never shrunk.
+    known: dict[tuple[str, ...], Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,12 +234,14 @@ class ExploreResult:
     no_result: list[tuple[int, Verdict]] = field(default_factory=list)   # (seed, verdict)
     replays: int = 0
     elapsed_s: float = 0.0
+    known: int = 0                  # sequences that failed as a known finding did
 
     def summary(self) -> dict[str, Any]:
         return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
                 "sequences": len(self.runs), "replays": self.replays,
-                "elapsed_s": round(self.elapsed_s, 1), "runs": self.runs,
+                "elapsed_s": round(self.elapsed_s, 1), "known": self.known, "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
+                              "signature": list(signature(f.original, f.verdict)),
                               "ops": len(f.minimal.ops), "tries": f.tries,
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
@@ -377,7 +382,12 @@ class Explorer:
                 break
             if v.failed:
                 sig = signature(seq, v)
-                if sig in found:
+                if sig in self.s.known:
+                    result.known += 1
+                    result.runs[-1]["known"] = self.s.known[sig].label()
+                    self.log(f"explore: sequence {k} (seed {seq.seed}) fails as a known "
+                             f"finding: {self.s.known[sig].label()}; not shrunk")
+                elif sig in found:
                     result.runs[-1]["repeat_of"] = found[sig]
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as seed "
                              f"{found[sig]} did ({' '.join(sig)}): not shrunk again")

@@ -101,6 +101,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--explore-findings", type=int, default=1, metavar="N",
                 help="-m explore: distinct findings to collect before stopping (default 1); "
                      "past the first, a failure like one already found is counted, not shrunk")
+    g.addoption("--explore-known", action="append", default=[], metavar="PATH",
+                help="-m explore: findings already known (an explore summary.json, or a "
+                     "results folder holding them, e.g. the base's run): a failure with "
+                     "the signature of one is counted and named, not shrunk (repeatable)")
     g.addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

@@ -63,11 +63,13 @@ class ExploreAt:
     failures: list[Failure] = field(default_factory=list)
     problem: str = ""
     results: str = ""
+    known: int = 0                   # sequences that failed as a known finding (not shrunk)
 
     def describe(self, spec: SymptomSpec | None = None) -> str:
         if self.problem:
             return f"INCONCLUSIVE: {self.problem}"
         on = f", target {self.target}" if self.target != "file" else ""
+        on += f"; {self.known} failed as known findings" if self.known else ""
         if not self.failures:
             return f"not found in {self.budget} ({self.sequences} sequences{on})"
         f, rest = self.failures[0], self.failures[1:]
@@ -99,7 +101,8 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
     case = summary_path.parent.parent
     out = ExploreAt(commit[:11], str(s.get("budget", "?")), str(s.get("target") or "file"),
                     s.get("master_seed"), int(s.get("sequences") or 0),
-                    float(s.get("elapsed_s") or 0.0), results=str(case))
+                    float(s.get("elapsed_s") or 0.0), results=str(case),
+                    known=int(s.get("known") or 0))
     if not s:
         out.problem = f"{summary_path} does not read as JSON (see pytest.log)"
         return out
@@ -220,6 +223,7 @@ class ExplorePlan:
     target: str = "file"
     findings: int = 3
     only: bool = False
+    known: list[str] = field(default_factory=list)  # findings known already (not shrunk)
     read_from: list[Path] = field(default_factory=list)
 
     def at(self, name: str, commit: str, root: Path, extra: list[str]) -> ExploreAt:
@@ -235,7 +239,7 @@ def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
     print(f"==> explore at {name}@{commit[:11]} (seed {plan.seed}, budget {plan.budget}, "
           f"target {plan.target})", flush=True)
     run_lane(["--series", f"{name}@{commit[:11]}"], plan.seed, plan.budget, list(extra),
-             results=results, target=plan.target, findings=plan.findings)
+             results=results, target=plan.target, findings=plan.findings, known=plan.known)
     out = read_session(results, commit)
     print(f"<== explore at {commit[:11]}: {out.describe()}; {results}", flush=True)
     return out
