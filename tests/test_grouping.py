@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.guest.lifecycle import GuestShape
-from suite.plugin.grouping import order_by_shape, scope_of, shape_key
+from suite.guest.lifecycle import POISON, GuestShape
+from suite.plugin.grouping import order_by_shape, run_shape, scope_of, shape_key
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +19,27 @@ def test_shape_keys_name_only_what_differs_from_the_default():
     assert shape_key(GuestShape(lbs=512)) == "lbs=512"
     assert shape_key(GuestShape(nvme=3, append=("init_on_free=1",))) == \
         "nvme=3,append=('init_on_free=1',)"
+
+
+class _Item:
+    """What run_shape reads of a pytest item: its guest marker and --poison."""
+
+    def __init__(self, poison: bool, **guest) -> None:
+        self.config = type("C", (), {"getoption": lambda _s, name, default=None:
+                                     poison if name == "poison" else default})()
+        self.guest = pytest.mark.guest(**guest).mark if guest else None
+
+    def get_closest_marker(self, name: str):
+        return self.guest if name == "guest" else None
+
+
+def test_poison_gives_every_guest_of_the_run_the_poisoned_command_line():
+    assert run_shape(_Item(False)) == GuestShape()
+    assert run_shape(_Item(True)) == GuestShape(append=POISON)
+    # a case that asks for poisoning already, or more, keeps each word once
+    asked = run_shape(_Item(True, nvme=3, append=("slub_debug=FZP", "nokaslr")))
+    assert asked.nvme == 3 and asked.append == ("slub_debug=FZP", "nokaslr", *POISON[:2])
+    assert sorted(asked.append) == sorted(set(asked.append))
 
 
 def test_order_keeps_default_first_and_each_shape_together():

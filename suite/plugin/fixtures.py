@@ -24,7 +24,7 @@ from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
-from suite.plugin.grouping import shape_of
+from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom
@@ -134,10 +134,10 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
     clock = PhaseClock(case_dir / "phases.json", item.nodeid)
     boots = guests.boots
     try:
-        g = guests.acquire(shape_of(item), case_dir / "commands.log", untraced=untraced)
+        g = guests.acquire(run_shape(item), case_dir / "commands.log", untraced=untraced)
     except SuiteError as e:
         pytest.fail(f"no guest with the build under test:\n{e}", pytrace=False)
-    (case_dir / "guest-shape.json").write_text(json.dumps(asdict(shape_of(item))) + "\n")
+    (case_dir / "guest-shape.json").write_text(json.dumps(asdict(run_shape(item))) + "\n")
     (case_dir / "srcversion.txt").write_text(
         "".join(f"{m} {v}\n" for m, v in g.loaded.items()) +
         f"build {zfs_build.key} {zfs_build.source['describe']}\n")

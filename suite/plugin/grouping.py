@@ -23,13 +23,13 @@ name cases by node id):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from suite import paths
-from suite.guest.lifecycle import GuestShape
+from suite.guest.lifecycle import POISON, GuestShape
 
 SHAPES_FILE = "shapes.json"
 
@@ -38,6 +38,16 @@ def shape_of(item: pytest.Item) -> GuestShape:
     """The guest shape a case asks for (``@pytest.mark.guest(...)``)."""
     m = item.get_closest_marker("guest")
     return GuestShape(**m.kwargs) if m else GuestShape()
+
+
+def run_shape(item: pytest.Item) -> GuestShape:
+    """The shape a case's guest boots with: its own, plus the kernel's memory
+    poisoning on every guest of a ``--poison`` run (one shape for the run: the
+    cases still spread over the workers as they would without it)."""
+    shape = shape_of(item)
+    if item.config.getoption("poison", False):
+        shape = replace(shape, append=tuple(dict.fromkeys((*shape.append, *POISON))))
+    return shape
 
 
 def shape_key(shape: GuestShape) -> str | None:

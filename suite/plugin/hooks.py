@@ -87,6 +87,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--thorough", action="store_true",
                 help="after each case: scrub the pool and check zdb block accounting of the "
                      "exported pool (minutes per case under TCG; the gate and nightly lane)")
+    g.addoption("--poison", action="store_true",
+                help="boot every guest with the kernel's own memory poisoning (init_on_free, "
+                     "page_poison, slub_debug=FZP: suite/guest/lifecycle.py POISON), so a "
+                     "use-after-free that leaves the bytes right reads poison; slower")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
