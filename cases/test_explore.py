@@ -90,6 +90,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                      Conditions(zfs_guest, pool), zvols=zvols)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
           f"{result.elapsed_s:.0f}s; summary {settings.out_dir / 'summary.json'}")
+    print(f"explore: where the time went: {result.summary()['time_split']}")
     if settings.known:
         print(f"explore: {result.known} sequences failed as a known finding did (of "
               f"{len(settings.known)} known: " +

@@ -1140,3 +1140,31 @@ def test_known_findings_read_old_summaries_and_say_what_is_wrong(tmp_path: Path)
         read_known([tmp_path / "empty"])
     with pytest.raises(SuiteError, match="no such file"):
         read_known([tmp_path / "missing"])
+
+
+def test_each_run_says_where_its_time_went(ddir: Path):
+    """The engine reports its start-up, setup and ops; the host adds its own wall
+    time; the summary splits the sequences' seconds by part (explore's speed is
+    measured, not guessed)."""
+    from suite.explore.session import engine_timing, time_split
+    root = ddir / "timing"
+    s = Settings(str(root), root / "engine", root / "explore", n_ops=8,
+                 file_size_max=128 << 10)
+    ticks = iter(range(0, 10_000, 5))        # the host's clock: 5 s a tick
+    res = explore(LocalRunner(), s, 3, parse_budget("2x"), ALIGNED, log=lambda _: None,
+                  clock=lambda: float(next(ticks)))
+    assert len(res.runs) == 2
+    for r in res.runs:
+        e = r["engine"]
+        assert set(e) == {"startup_s", "setup_s", "ops_s", "command_s"}, e
+        assert e["command_s"] == 5.0 and 0 < e["ops_s"] < 5 and 0 <= e["setup_s"] < 5
+        assert 0 < e["startup_s"] < 60            # this process's own age, read from /proc
+    split = json.loads((root / "explore" / "summary.json").read_text())["time_split"]
+    assert split.startswith("2 sequences, ") and "startup " in split and "host steps " in split
+    # an engine that died before its last line: the command's time alone
+    assert engine_timing([{"event": "begin", "i": 0}], 12.5) == {"command_s": 12.5}
+    assert time_split([]) == "no sequence ran"
+    runs = [{"seconds": 100.0, "engine": {"startup_s": 10, "setup_s": 5, "ops_s": 20,
+                                          "command_s": 60}}]
+    assert time_split(runs) == ("1 sequences, 100s: startup 10s (10%), setup 5s (5%), ops 20s "
+                                "(20%), cleanup+ssh 25s (25%), host steps 40s (40%)")

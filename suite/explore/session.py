@@ -239,13 +239,46 @@ class ExploreResult:
     def summary(self) -> dict[str, Any]:
         return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
                 "sequences": len(self.runs), "replays": self.replays,
-                "elapsed_s": round(self.elapsed_s, 1), "known": self.known, "runs": self.runs,
+                "elapsed_s": round(self.elapsed_s, 1), "known": self.known,
+                "time_split": time_split(self.runs), "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
                               "signature": list(signature(f.original, f.verdict)),
                               "ops": len(f.minimal.ops), "tries": f.tries,
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
+
+
+TIMING_PARTS = ("startup_s", "setup_s", "ops_s")
+
+
+def engine_timing(lines: list[dict[str, Any]], command_s: float) -> dict[str, float]:
+    """Where one run's time went: the engine's own parts (its ``explore-done``
+    line: interpreter start-up, target setup, the ops) and the command's wall time
+    as the host saw it (``command_s``: also the snapshots' cleanup, the SSH round
+    trip and the guest's shell). An engine that died early gives the command alone."""
+    line = next((ln for ln in reversed(lines) if ln.get("event") == "explore-done"), {})
+    named = {"startup_s": "startup_s", "setup_s": "setup_s", "ops_s": "elapsed_s"}
+    out = {k: float(line[src]) for k, src in named.items()
+           if isinstance(line.get(src), (int, float))}
+    out["command_s"] = round(command_s, 3)
+    return out
+
+
+def time_split(runs: list[dict[str, Any]]) -> str:
+    """One line: the generated sequences' time summed by part (the rest of a
+    sequence's seconds is the host's: properties, parameters, target setup)."""
+    total = sum(float(r.get("seconds") or 0.0) for r in runs)
+    if not total:
+        return "no sequence ran"
+    parts = {k: sum(float((r.get("engine") or {}).get(k) or 0.0) for r in runs)
+             for k in (*TIMING_PARTS, "command_s")}
+    host = total - parts["command_s"]
+    outside = parts["command_s"] - sum(parts[k] for k in TIMING_PARTS)
+    shown = [(k.removesuffix("_s"), parts[k]) for k in TIMING_PARTS] + \
+        [("cleanup+ssh", outside), ("host steps", host)]
+    return f"{len(runs)} sequences, {total:.0f}s: " + ", ".join(
+        f"{name} {v:.0f}s ({100 * v / total:.0f}%)" for name, v in shown)
 
 
 def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
@@ -293,6 +326,7 @@ class Explorer:
         self.choices = self.targets.choices(self.choices)
         self.replays = 0
         self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
+        self.last_timing: dict[str, float] = {}
         for d in (settings.seq_dir, settings.out_dir):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -310,7 +344,9 @@ class Explorer:
         self.declare_leaves(seq)
         run = self.targets.prepare(seq, name)
         extra = [*run.args, *(self.engine_args if run.zvol is None else [])]
+        t = self.clock()
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
+        self.last_timing = engine_timing(out.lines, self.clock() - t)
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
         self.targets.release(run, v)
         self.last[seq.key()] = v
@@ -376,6 +412,7 @@ class Explorer:
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
                                 "refused": len(v.refused), "leaves": v.leaves,
                                 "seconds": round(self.clock() - t, 2),
+                                "engine": self.last_timing,
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))

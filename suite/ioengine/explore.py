@@ -98,9 +98,24 @@ def tamper_hook(ctx: Ctx, step: Step, o: Outcome, token: int | None) -> None:
         OPS["tamper"](ctx, Step("tamper", off=step.off, len=1))
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (the interpreter's start-up and imports,
+    slow on a guest whose root is the host's over 9p), or None off Linux."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
                  blockdev: bool, timeout_s: float, keep: bool,
                  tamper_data: int | None = None, zfs: ZfsTools | None = None) -> int:
+    started = process_age_s()
+    t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
     try:
@@ -115,6 +130,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
     ctx = Ctx(target, Model(init), seed, source, zfs)
     t0 = time.monotonic()
+    setup_s = t0 - t_setup
     failed: tuple[int, Outcome] | None = None
     seen: dict[str, list[int]] = {"einval": [], "unsupported": [], "refused": [], "skipped": []}
     try:
@@ -139,7 +155,10 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                             "first_wrong_byte": failed[1].first_wrong_byte if failed else None,
                             "ops": len(steps), "size": ctx.model.size,
                             "direct": target.no_direct or "open", **seen,
-                            "elapsed_s": round(time.monotonic() - t0, 3)}
+                            "elapsed_s": round(time.monotonic() - t0, 3),
+                            # before the ops: the interpreter's start, the target's setup
+                            "startup_s": None if started is None else round(started, 3),
+                            "setup_s": round(setup_s, 3)}
     emit(done)
     if not keep and (problems := destroy_snapshots(ctx)):   # failing or not: they pile up
         emit({"event": "cleanup", "errors": problems})
