@@ -1168,3 +1168,31 @@ def test_each_run_says_where_its_time_went(ddir: Path):
                                           "command_s": 60}}]
     assert time_split(runs) == ("1 sequences, 100s: startup 10s (10%), setup 5s (5%), ops 20s "
                                 "(20%), cleanup+ssh 25s (25%), host steps 40s (40%)")
+
+
+def test_conditions_set_what_changed_in_one_command_and_read_params_back():
+    calls: list[tuple] = []
+
+    class Recording(FakeZfs):
+        def zfs(self, *args: str) -> None:
+            calls.append(("zfs", *args))
+
+        def set_param(self, name: str, value: int) -> None:
+            calls.append(("param", name, value))
+
+    cond = Conditions(Recording(), FakeDataset("tank/case"))
+    seq = generate(5, 4, "file", MIB, Choices(params=("zfs_dio_strict",)))
+    cond(seq)
+    sets = [c for c in calls if c[0] == "zfs"]
+    assert sets == [("zfs", "set", *(f"{k}={v}" for k, v in sorted(seq.props.items())),
+                     "tank/case")]
+    assert [c for c in calls if c[0] == "param"] == \
+        [("param", "zfs_dio_strict", seq.params["zfs_dio_strict"])]
+    calls.clear()
+    cond(seq)                                        # nothing changed: no command
+    assert calls == []
+    other = dataclasses.replace(seq, props={**seq.props, "recordsize": "4K", "sync": "always"})
+    cond(other)
+    changed = sorted(k for k in other.props if other.props[k] != seq.props.get(k))
+    assert calls == ([("zfs", "set", *(f"{k}={other.props[k]}" for k in changed), "tank/case")]
+                     if changed else [])
