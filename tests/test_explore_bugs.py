@@ -112,6 +112,27 @@ def test_found_gives_the_symptom_time_and_shrink_and_claims_only_a_kind_match(tm
     assert "matches" not in explorebugs.table([(bug("x", kinds=()), e)])   # no symptom declared
 
 
+def test_an_unexpected_errno_matches_the_manifests_errno_kind():
+    assert explorebugs.same_kind("error:EINVAL", ["EINVAL", "served-by-ARC"])
+    assert explorebugs.same_kind("wrong-bytes", ["EFAULT", "short", "wrong-bytes"])
+    assert not explorebugs.same_kind("error:EIO", ["EINVAL"])
+    assert not explorebugs.same_kind("EINVAL", ["error:EINVAL"])     # the manifest's own names
+
+
+def test_the_failure_of_the_bugs_kind_leads_the_cell():
+    from suite.report.explorebugs import ExploreAt, Failure
+    e = ExploreAt("39991b06fea", "900s", sequences=9, failures=[
+        Failure("wrong-bytes", "explore seed 5 op 8 (pread ...)", after_s=300.0, ops_from=40,
+                ops_to=9),
+        Failure("error:EINVAL", "explore seed 7 op 15 (preadv libaio ...)", after_s=100.0,
+                ops_from=40, ops_to=3)])
+    spec = SymptomSpec(("EINVAL", "served-by-ARC"), rows="async=1")
+    assert e.describe(spec).startswith("found: error:EINVAL after 100s (shrunk 40 -> 3 ops) "
+                                       "(matches the bug's symptom): explore seed 7 op 15")
+    assert e.describe(spec).endswith("; also wrong-bytes")
+    assert e.describe().startswith("found: wrong-bytes after 5m00s")    # no spec: first found
+
+
 def test_a_summary_without_at_s_sums_the_sequence_times_and_says_so(tmp_path: Path):
     explore_session(tmp_path, "old", found=True, n=3, at_s=False)
     assert read_explore_at(BAD, [tmp_path]).describe().startswith(

@@ -72,7 +72,10 @@ class ExploreAt:
         on += f"; {self.known} failed as known findings" if self.known else ""
         if not self.failures:
             return f"not found in {self.budget} ({self.sequences} sequences{on})"
-        f, rest = self.failures[0], self.failures[1:]
+        # the failure of the bug's kind leads, where there is one
+        f = next((x for x in self.failures if spec and same_kind(x.kind, spec.kinds)),
+                 self.failures[0])
+        rest = [x for x in self.failures if x is not f]
         if f.in_sequence:
             when = "?" if f.after_s is None else ("~" if f.approx else "") + duration(f.after_s)
             how = f" after {when} (shrunk {f.ops_from} -> {f.ops_to} ops)"
@@ -80,10 +83,16 @@ class ExploreAt:
         else:
             how = (f" outside a finished sequence ({self.sequences} finished in "
                    f"{duration(self.elapsed_s)}; nothing shrunk)")
-        match = " (matches the bug's symptom)" if spec and f.kind in spec.kinds else ""
+        match = " (matches the bug's symptom)" if spec and same_kind(f.kind, spec.kinds) else ""
         row = f" [{f.row}]" if f.row else ""
         also = f"; also {', '.join(x.kind for x in rest)}" if rest else ""
         return f"found: {f.kind}{how}{match}{on}: {f.detail}{row}{also}"
+
+
+def same_kind(kind: str, kinds: list[str] | tuple[str, ...]) -> bool:
+    """Explore's symptom kind against a manifest's: explore names an unexpected
+    errno ``error:EINVAL`` where a case's table (and so a manifest) says ``EINVAL``."""
+    return kind in kinds or (kind.startswith("error:") and kind[len("error:"):] in kinds)
 
 
 def _json(p: Path) -> dict:
