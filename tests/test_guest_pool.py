@@ -55,11 +55,25 @@ def test_disks_that_never_settle_fail_with_zpools_words():
 
 
 def test_another_refusal_is_raised_at_once():
-    g = _Guest([_Res(1, stderr="invalid vdev specification\n"),
-                _Res(1, stderr="invalid vdev specification\n")])
+    g = _Guest([_Res(1, stderr="invalid vdev specification\n")])
     with pytest.raises(GuestError, match="invalid vdev"):
         _zfs(g).create_pool(PoolSpec(layout="mirror"))
     assert not any("udevadm" in c for c in g.ran)
+    assert len([c for c in g.ran if " create " in c]) == 1        # not run again
+
+
+def test_devices_that_could_not_be_opened_yet_are_waited_for_and_made_once():
+    """master, TCG (2026-12-02): the first create said "one or more devices could
+    not be opened"; the harness re-ran it to raise it, that run made the pool, and
+    the loop went on to a third create that found the disks in use: the case
+    errored in its fixture. Now: a settling refusal, waited for, made once."""
+    g = _Guest([_Res(1, stderr="cannot create 'tank': one or more devices could not be "
+                               "opened\n"), _Res(0),
+                _Res(1, stderr="/dev/nvme0n1 is in use and contains a unknown filesystem.\n")])
+    pool = _zfs(g).create_pool(PoolSpec(layout="mirror"))
+    assert pool.name == "tank"
+    assert len([c for c in g.ran if " create " in c]) == 2
+    assert any("udevadm settle" in c for c in g.ran)
 
 
 def test_a_retried_create_declares_the_ereport_its_refusal_left():

@@ -259,7 +259,12 @@ class Zfs:
             if r.rc == 0:
                 break
             if not any(m in r.stderr + r.stdout for m in DEVICES_SETTLING):
-                self.zpool(*args, timeout=300)      # another error: raise it as it is
+                # another refusal: raise it as zpool said it (never run it again: a
+                # second create that succeeds would leave the loop making a third)
+                raise GuestError(f"zpool create refused (rc={r.rc}): "
+                                 f"{(r.stderr or r.stdout).strip()[:300]}",
+                                 fix="see the case's commands.log for the devices and "
+                                     "what was on them")
             # The disks of the pool just destroyed are still being re-read (partition
             # table, udev): zfs-2.3.9 under TCG refused a mirror on them right after
             # the stripe was destroyed. Wait for udev, then try again.
@@ -276,7 +281,10 @@ class Zfs:
 
 
 CREATE_TRIES = 3
-DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy")
+# zpool's words while the disks of the pool just destroyed are re-read (master
+# under TCG also said "one or more devices could not be opened")
+DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy",
+                    "could not be opened")
 RETRY_EREPORTS = {"unknown"}        # ereport.fs.zfs.vdev.unknown of a refused create
 
 
