@@ -20,6 +20,9 @@ pytestmark = [pytest.mark.vm]
 
 CORPUS = sorted((Path(__file__).parent / "explore_corpus").glob("*.json"))
 RUNS = 3
+# A kept sequence is short (a few ops): a run still going after this (scaled by the
+# accelerator) hangs, and the case says so without waiting explore's 180 s.
+SEQ_TIMEOUT_S = 60.0
 
 
 # Every kept sequence is its own finding: the quick tier keeps them all.
@@ -44,7 +47,8 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
     runner = Explorer(GuestRunner(engine), Settings(workdir=pool.mountpoint,
                                                     seq_dir=engine.outdir,
                                                     out_dir=case_dir / "explore",
-                                                    target=seq.target),
+                                                    target=seq.target,
+                                                    seq_timeout_s=SEQ_TIMEOUT_S),
                       Choices(), Conditions(zfs_guest, pool), zvols=zvols)
     verdicts = [runner.replay(seq, f"corpus{i}") for i in range(RUNS)]
     bad = [v for v in verdicts if v.state != "ok"]
