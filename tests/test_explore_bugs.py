@@ -131,6 +131,11 @@ def test_the_failure_of_the_bugs_kind_leads_the_cell():
                                        "(matches the bug's symptom): explore seed 7 op 15")
     assert e.describe(spec).endswith("; also wrong-bytes")
     assert e.describe().startswith("found: wrong-bytes after 5m00s")    # no spec: first found
+    # both kinds named: the one the manifest names first leads
+    eof = SymptomSpec(("EINVAL", "short", "wrong-bytes"), rows="async=1")
+    assert e.describe(eof).startswith("found: error:EINVAL after 100s")
+    later = SymptomSpec(("wrong-bytes", "EINVAL"), rows="")
+    assert e.describe(later).startswith("found: wrong-bytes after 5m00s")
 
 
 def test_a_summary_without_at_s_sums_the_sequence_times_and_says_so(tmp_path: Path):

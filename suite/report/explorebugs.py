@@ -72,9 +72,11 @@ class ExploreAt:
         on += f"; {self.known} failed as known findings" if self.known else ""
         if not self.failures:
             return f"not found in {self.budget} ({self.sequences} sequences{on})"
-        # the failure of the bug's kind leads, where there is one
-        f = next((x for x in self.failures if spec and same_kind(x.kind, spec.kinds)),
-                 self.failures[0])
+        # the failure of the bug's kind leads, where there is one (of the kinds the
+        # manifest names, the one it names first: EFAULT before wrong-bytes)
+        hits = [x for x in self.failures if spec and same_kind(x.kind, spec.kinds)]
+        f = min(hits, key=lambda x: kind_rank(x.kind, spec.kinds)) if hits and spec \
+            else self.failures[0]
         rest = [x for x in self.failures if x is not f]
         if f.in_sequence:
             when = "?" if f.after_s is None else ("~" if f.approx else "") + duration(f.after_s)
@@ -93,6 +95,12 @@ def same_kind(kind: str, kinds: list[str] | tuple[str, ...]) -> bool:
     """Explore's symptom kind against a manifest's: explore names an unexpected
     errno ``error:EINVAL`` where a case's table (and so a manifest) says ``EINVAL``."""
     return kind in kinds or (kind.startswith("error:") and kind[len("error:"):] in kinds)
+
+
+def kind_rank(kind: str, kinds: list[str] | tuple[str, ...]) -> int:
+    """Where the manifest lists ``kind`` (explore's ``error:X`` as ``X``)."""
+    bare = kind[len("error:"):] if kind.startswith("error:") else kind
+    return list(kinds).index(kind if kind in kinds else bare)
 
 
 def _json(p: Path) -> dict:
