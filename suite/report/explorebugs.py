@@ -88,7 +88,8 @@ class ExploreAt:
         match = " (matches the bug's symptom)" if spec and same_kind(f.kind, spec.kinds) else ""
         row = f" [{f.row}]" if f.row else ""
         also = f"; also {', '.join(x.kind for x in rest)}" if rest else ""
-        return f"found: {f.kind}{how}{match}{on}: {f.detail}{row}{also}"
+        detail = f": {f.detail}" if f.detail else ""
+        return f"found: {f.kind}{how}{match}{on}{detail}{row}{also}"
 
 
 def same_kind(kind: str, kinds: list[str] | tuple[str, ...]) -> bool:
