@@ -20,6 +20,7 @@ from typing import Any
 
 from suite.errors import SuiteError
 from suite.explore.ops import Sequence
+from suite.explore.session import failure_signature
 
 Signature = tuple[str, ...]
 
@@ -55,12 +56,8 @@ def _derived(summary: Path, finding: dict[str, Any], runs: list[dict[str, Any]])
     original = summary.parent / f"original-{finding.get('seed')}.json"
     if run is None or not original.is_file():
         return None
-    seq = Sequence.from_json(original.read_text())
-    at = run.get("failed_at")
-    if at is None or not 0 <= at < len(seq.ops):
-        return (str(run["kind"]),)
-    op = seq.ops[at]
-    return (str(run["kind"]), op.op, op.iface, "direct" if op.direct else "buffered")
+    return failure_signature(str(run["kind"]), Sequence.from_json(original.read_text()),
+                             run.get("failed_at"))
 
 
 def read_known(paths: list[Path]) -> dict[Signature, Known]:

@@ -285,11 +285,15 @@ def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
     """What tells two failures apart before shrinking: the symptom kind and the
     failing op's kind, interface and O_DIRECT-ness (``wrong-bytes pread sync
     direct``)."""
-    op = seq.ops[v.failed_at] if v.failed_at is not None and v.failed_at < len(seq.ops) \
-        else None
+    return failure_signature(v.kind, seq, v.failed_at)
+
+
+def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) -> tuple[str, ...]:
+    """:func:`signature` from its parts (a summary's run records them)."""
+    op = seq.ops[failed_at] if failed_at is not None and 0 <= failed_at < len(seq.ops) else None
     if op is None:
-        return (v.kind or "no-result",)
-    return (v.kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
+        return (kind or "no-result",)
+    return (kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
 
 
 Declare = Callable[[str, set[str]], None]

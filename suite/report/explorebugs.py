@@ -92,16 +92,20 @@ class ExploreAt:
         return f"found: {f.kind}{how}{match}{on}{detail}{row}{also}"
 
 
+def bare_kind(kind: str) -> str:
+    """Explore's unexpected errno ``error:EINVAL`` as a case's table (and so a
+    manifest) names it: ``EINVAL``."""
+    return kind[len("error:"):] if kind.startswith("error:") else kind
+
+
 def same_kind(kind: str, kinds: list[str] | tuple[str, ...]) -> bool:
-    """Explore's symptom kind against a manifest's: explore names an unexpected
-    errno ``error:EINVAL`` where a case's table (and so a manifest) says ``EINVAL``."""
-    return kind in kinds or (kind.startswith("error:") and kind[len("error:"):] in kinds)
+    """Explore's symptom kind against a manifest's."""
+    return kind in kinds or bare_kind(kind) in kinds
 
 
 def kind_rank(kind: str, kinds: list[str] | tuple[str, ...]) -> int:
-    """Where the manifest lists ``kind`` (explore's ``error:X`` as ``X``)."""
-    bare = kind[len("error:"):] if kind.startswith("error:") else kind
-    return list(kinds).index(kind if kind in kinds else bare)
+    """Where the manifest lists ``kind``."""
+    return list(kinds).index(kind if kind in kinds else bare_kind(kind))
 
 
 def _json(p: Path) -> dict:
