@@ -38,6 +38,18 @@ def test_only_the_case_s_own_commands_are_replayed():
     assert not any("sysrq" in c for c, _ in steps)          # after the end marker
 
 
+def test_the_resident_engine_is_the_harness_s_and_its_client_is_the_engine():
+    log = LOG.replace(
+        "$ PYTHONPATH=/work/main /usr/bin/python3 -m suite.ioengine run",
+        "background $ PYTHONPATH=/work/main /usr/bin/python3 -m suite.ioengine serve --dir "
+        "/tmp/ozfs-engine/srv </dev/null\n[2026-11-30 16:11:18.050] ozfs-gw0-1 $ PYTHONPATH=/work/main "
+        "bash /work/main/suite/ioengine/client.sh /tmp/ozfs-engine/srv /usr/bin/python3 run")
+    steps = case_commands(log)
+    out = [translate(c) for c, _ in steps]
+    assert out[1] is None and out[2] is None                # mkdir, the resident engine
+    assert out[3] == 'engine run "$HERE/p.plan.json"'
+
+
 def _case(tmp: Path, path: str, segment: dict, symptom: Symptom) -> Path:
     case = tmp / "case"
     (case / "engine").mkdir(parents=True)

@@ -427,8 +427,14 @@ def test_a_tripped_engine_names_the_trial_in_flight_as_the_row(tmp_path):
         {"event": "begin", "trial": "0001", "condition": "io_uring async=1"}]) + "\n"
 
     class FakeGuest:
+        started: list[str] = []
+
+        def background(self, cmd):
+            self.started.append(cmd)       # the resident engine
+            return object()
+
         def run(self, cmd, timeout=60, check=True):
-            if "suite.ioengine" not in cmd:
+            if "client.sh" not in cmd:
                 return None
             e = KernelTripped("the kernel reported spl_panic: VERIFY3S(...) failed")
             e.partial_stdout = printed
@@ -437,7 +443,9 @@ def test_a_tripped_engine_names_the_trial_in_flight_as_the_row(tmp_path):
         def put(self, local, remote):
             pass
 
-    runner = EngineRunner(FakeGuest(), tmp_path / "engine")
+    guest = FakeGuest()
+    runner = EngineRunner(guest, tmp_path / "engine")
+    assert [c.split()[-4:] for c in guest.started] == [["serve", "--dir", "/tmp/ozfs-engine/srv", "</dev/null"]]
     with pytest.raises(KernelTripped, match=r"in flight: trial 0001, io_uring async=1") as e:
         runner.run(Plan([], []), name="quota")
     s = symptom_of_exception(e)

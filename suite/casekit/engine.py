@@ -3,6 +3,12 @@
 The engine itself (``suite/ioengine``, ``python -m suite.ioengine``) runs in the guest with the
 host's interpreter (the guest shares the host root), so a trial costs
 milliseconds. Plans and raw results are kept in the case's results folder.
+
+Foreground commands go through ``suite/ioengine/client.sh``: the engine kept
+resident in the guest (``resident.py``, started once per guest by the first
+runner) forks a child per command instead of importing the engine again over
+9p (6-20 s under TCG); until it is ready, and for background commands (whose
+process the case signals and inspects), the engine runs directly.
 """
 from __future__ import annotations
 
@@ -16,7 +22,11 @@ from typing import Any
 from suite.errors import GuestError, KernelTripped
 from suite.guest.ssh import Background, Guest
 from suite.ioengine.plan import Plan
+from suite.ioengine.resident import DEFAULT_DIR as RESIDENT_DIR
 from suite.paths import PROJECT_ROOT
+
+CLIENT = PROJECT_ROOT / "suite" / "ioengine" / "client.sh"
+REMOTE_DIR = "/tmp/ozfs-engine"
 
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
@@ -45,16 +55,29 @@ class EngineRunner:
     outdir: Path
     scale: float = 1.0         # deadline multiplier from the accelerator
     python: str = sys.executable
+    resident: bool = True      # foreground commands through the resident engine
     _n: int = 0
 
-    def command(self, *args: str) -> str:
+    def __post_init__(self) -> None:
+        if self.resident:
+            start_resident(self.guest, self.python)
+
+    def direct_command(self, *args: str) -> str:
         """The guest command line: the host's interpreter (the guest shares the
         host root) running the engine package from this checkout."""
-        return f"PYTHONPATH={shlex.quote(str(PROJECT_ROOT))} " + " ".join(
+        return _pythonpath() + " ".join(
             shlex.quote(a) for a in (self.python, "-m", "suite.ioengine", *args))
 
+    def command(self, *args: str) -> str:
+        """A foreground command: through the resident engine when it serves,
+        else exactly :meth:`direct_command` (``client.sh`` decides in the guest)."""
+        if not self.resident:
+            return self.direct_command(*args)
+        return _pythonpath() + " ".join(
+            shlex.quote(a) for a in ("bash", str(CLIENT), RESIDENT_DIR, self.python, *args))
+
     def _remote(self, name: str) -> str:
-        return f"/tmp/ozfs-engine/{name}"
+        return f"{REMOTE_DIR}/{name}"
 
     def run(self, plan: Plan | dict, timeout: float = 120, name: str = "") -> list[dict]:
         """Run a plan; return the trial result lines (file/summary lines dropped).
@@ -69,7 +92,9 @@ class EngineRunner:
         local = self.outdir / f"{name}.plan.json"
         local.write_text(json.dumps(data, indent=1))
         remote = self._remote(f"{name}.plan.json")
-        self.guest.run("mkdir -p /tmp/ozfs-engine", timeout=30 * self.scale)
+        if not getattr(self.guest, "engine_dir_made", False):
+            self.guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * self.scale)
+            self.guest.engine_dir_made = True  # type: ignore[attr-defined]
         self.guest.put(local, remote)
         try:
             r = self.guest.run(self.command("run", remote), timeout=timeout * self.scale,
@@ -91,9 +116,32 @@ class EngineRunner:
         return [ln for ln in lines if ln.get("event") == "trial"]
 
     def background(self, *args: str) -> Background:
-        """Start ``python -m suite.ioengine <args>`` in the guest."""
-        return self.guest.background(self.command(*args))
+        """Start ``python -m suite.ioengine <args>`` in the guest, directly: the
+        case signals and inspects this very process (its pid, its state)."""
+        return self.guest.background(self.direct_command(*args))
 
     def oneshot(self, *args: str, timeout: float = 120) -> list[dict]:
         r = self.guest.run(self.command(*args), timeout=timeout * self.scale, check=False)
         return parse_lines(r.stdout)
+
+
+def _pythonpath() -> str:
+    return f"PYTHONPATH={shlex.quote(str(PROJECT_ROOT))} "
+
+
+def start_resident(guest: Guest, python: str = sys.executable) -> Background | None:
+    """Start the resident engine in ``guest`` once (per Guest object; a second
+    server on the same guest sees the first and exits). It imports while the case
+    sets up; commands run directly until it is ready. None if it could not start
+    (then every command runs directly, as before)."""
+    bg = getattr(guest, "resident_engine", None)
+    if bg is not None:
+        return bg
+    cmd = _pythonpath() + " ".join(shlex.quote(a) for a in (
+        python, "-m", "suite.ioengine", "serve", "--dir", RESIDENT_DIR))
+    try:
+        bg = guest.background(f"{cmd} </dev/null")
+    except GuestError:
+        return None
+    guest.resident_engine = bg  # type: ignore[attr-defined]
+    return bg

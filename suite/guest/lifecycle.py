@@ -17,6 +17,7 @@ from typing import Iterator
 
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import COUNTER_PARAMS
+from suite.casekit.engine import start_resident
 from suite.coverage import collect as coverage_collect
 from suite.coverage import flags as coverage_flags
 from suite.errors import BootTimeout, GuestError, HarnessStepError, SuiteError
@@ -152,6 +153,7 @@ class Guests:
             self.current = self._boot(shape)
         g = self.current
         g.zfs.guest.set_log(log)
+        start_resident(g.zfs.guest)         # imports while the build loads (once a guest)
         try:
             g.loaded = g.zfs.load()         # one command when it is loaded already
             g.params = g.params or self._learn(g)
@@ -224,6 +226,7 @@ class Guests:
         new = self._boot(g.shape, replace(g.vm.spec, reuse_images=True))
         self.current = g.replaced_by = new
         new.zfs.guest.set_log(log)
+        start_resident(new.zfs.guest)
         new.loaded = new.zfs.load()
         new.params = set(new.zfs.param_values())
         return new

@@ -34,9 +34,9 @@ from suite.report.symptoms import CaseVerdict
 CMD = re.compile(r"^\[[^\]]*\] \S+( background)? \$ (.*)$")
 SKIP = re.compile(r"(/sys/module/\$m/srcversion|^modinfo |^insmod |^rmmod |^modprobe -a |"
                   r"ozfs-vmci: (begin|end)|sysrq-trigger|^mkdir -p /tmp/ozfs-engine$|"
-                  r"^test -e /sys/module/zfs/parameters/|cd /sys/module/zfs/parameters && grep)")
+                  r"^test -e /sys/module/zfs/parameters/|-m suite\.ioengine serve |cd /sys/module/zfs/parameters && grep)")
 TOOL = re.compile(r"(?:LD_LIBRARY_PATH=\S+ )?\S*/(?:\.libs/)?(zpool|zfs|zinject|zdb)(?=\s|$)")
-ENGINE = re.compile(r"PYTHONPATH=\S+ \S+ -m suite\.ioengine")
+ENGINE = re.compile(r"PYTHONPATH=\S+ (?:\S+ -m suite\.ioengine|bash \S+/client\.sh \S+ \S+)(?= |$)")
 PLAN = re.compile(r"/tmp/ozfs-engine/(\S+?\.(?:plan|seq)\.json)")   # seq: suite explore
 DEVICE = re.compile(r"/dev/nvme(\d+)n1\b")
 
