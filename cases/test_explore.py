@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from suite.errors import SuiteError
 from suite.explore.known import read_known
-from suite.explore.ops import Sequence
+from suite.explore.ops import OP_KINDS, Sequence
 from suite.explore.session import (Budget, Conditions, GuestRunner, Settings, dataset_props,
                                    explore, parse_budget)
 from suite.explore.targets import NoZvols, choices_for
@@ -74,7 +75,11 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
         have = zvols.properties() if zvols else dataset_props(zfs_guest, pool.name)
     except NoZvols as e:
         pytest.fail(f"--explore-target zvol on a build that makes no zvol:\n{e}", pytrace=False)
-    choices = choices_for(target, have, zfs_guest.has_param)
+    avoid = request.config.getoption("explore_avoid")
+    try:
+        choices = choices_for(target, have, zfs_guest.has_param, avoid)
+    except SuiteError as e:
+        pytest.fail(f"{e.what}: {e.fix}", pytrace=False)
     findings = request.config.getoption("explore_findings")
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
                         out_dir=case_dir / "explore", shrink_s=shrink_s(request.config),
@@ -85,7 +90,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "
-          f"{', '.join(choices.params) or 'none (the build has none of them)'}")
+          f"{', '.join(choices.params) or 'none (the build has none of them)'}"
+          + (f"; ops avoided: {', '.join(k for k in OP_KINDS if k not in choices.ops)}"
+             if avoid else ""))
     result = explore(GuestRunner(engine), settings, seed, explore_budget, choices,
                      Conditions(zfs_guest, pool), zvols=zvols)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "

@@ -493,3 +493,23 @@ def test_a_sequence_names_a_target_it_can_run_on():
         Sequence.from_dict({**d, "target": "zdev"})
     with pytest.raises(ValueError, match="target must be one of file, blockdev, zvol"):
         generate(1, 3, "zdev", 64 * KIB)
+
+
+def test_avoided_ops_are_never_drawn_and_the_rest_keep_their_sequences():
+    """--explore-avoid, as syzkaller disables a call that hangs: no sequence holds
+    an avoided op; names are checked; avoiding nothing changes nothing."""
+    from suite.errors import SuiteError
+    from suite.explore.gen import generate
+    have = {"recordsize", "direct", "compression"}
+    ch = choices_for("file", have, lambda p: True, ["splice", "sendfile,mmap_write"])
+    assert not {"splice", "sendfile", "mmap_write"} & set(ch.ops) and "pread" in ch.ops
+    kinds = {op.op for seed in range(200) for op in generate(seed, 30, "file", 1 << 20, ch).ops}
+    assert not {"splice", "sendfile", "mmap_write"} & kinds and {"pread", "verify"} <= kinds
+    plain = choices_for("file", have, lambda p: True)
+    assert choices_for("file", have, lambda p: True, []) == plain
+    assert generate(7, 30, "file", 1 << 20, plain) == \
+        generate(7, 30, "file", 1 << 20, choices_for("file", have, lambda p: True, [""]))
+    with pytest.raises(SuiteError, match="splic: no such op"):
+        choices_for("file", have, lambda p: True, ["splic"])
+    with pytest.raises(SuiteError, match="every sequence ends with a verify"):
+        choices_for("file", have, lambda p: True, ["verify"])

@@ -15,12 +15,12 @@ again: a ``zfs destroy`` of it could hang too. How zvols are made in a guest is
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from suite.errors import SuiteError
 from suite.explore.gen import (PARAM_CHOICES, PROP_CHOICES, ZVOL_PARAM_CHOICES,
                                ZVOL_PROP_CHOICES, Choices, size_of)
-from suite.explore.ops import Sequence
+from suite.explore.ops import OP_KINDS, Sequence
 
 if TYPE_CHECKING:
     from suite.casekit.zvol import Zvol
@@ -149,14 +149,31 @@ def make_targets(target: str, workdir: str, zvols: ZvolMaker | None,
                      f"python -m suite.ioengine explore-run SEQ --file DEV --blockdev --scratch P")
 
 
-def choices_for(target: str, have: set[str], has_param: Callable[[str], bool]) -> Choices:
+def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
+                avoid: Iterable[str] = ()) -> Choices:
     """What sequences for ``target`` may pick on this build: the properties of
-    ``have`` (a dataset's, or a zvol's) and the module parameters it has."""
+    ``have`` (a dataset's, or a zvol's), the module parameters it has, and every
+    op but those to ``avoid`` (op kinds, or comma-separated lists of them)."""
+    ops = ops_without(avoid)
     if target == "zvol":
-        return Choices(params=tuple(p for p in sorted(ZVOL_PARAM_CHOICES) if has_param(p)),
+        return Choices(ops=ops,
+                       params=tuple(p for p in sorted(ZVOL_PARAM_CHOICES) if has_param(p)),
                        vol_have=tuple(sorted(k for k in ZVOL_PROP_CHOICES if k in have)))
-    return Choices(props={k: v for k, v in PROP_CHOICES.items() if k in have},
+    return Choices(ops=ops, props={k: v for k, v in PROP_CHOICES.items() if k in have},
                    params=tuple(p for p in sorted(PARAM_CHOICES) if has_param(p)))
+
+
+def ops_without(avoid: Iterable[str]) -> tuple[str, ...]:
+    """Every op kind but those named in ``avoid`` (``--explore-avoid``)."""
+    names = {n.strip() for a in avoid for n in a.split(",") if n.strip()}
+    unknown = names - set(OP_KINDS)
+    if unknown:
+        raise SuiteError(f"--explore-avoid {', '.join(sorted(unknown))}: no such op",
+                         fix=f"name op kinds: {', '.join(OP_KINDS)}")
+    if "verify" in names:
+        raise SuiteError("--explore-avoid verify: every sequence ends with a verify",
+                         fix="avoid the ops that hang, not the final check")
+    return tuple(k for k in OP_KINDS if k not in names)
 
 
 def param_table(target: str) -> dict[str, tuple[int, ...]]:

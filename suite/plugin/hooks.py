@@ -26,6 +26,7 @@ import pytest
 
 from suite import paths
 from suite.build.pipeline import add_build_options
+from suite.explore.options import add_explore_options
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
@@ -94,24 +95,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
-    from suite.explore.session import budget_arg
-    g.addoption("--explore-seed", type=int, default=1, metavar="N",
-                help="-m explore: the master seed (sequence k's seed derives from it and k)")
-    g.addoption("--explore-budget", type=budget_arg, default="5m", metavar="TIME|Nx",
-                help="-m explore: how long to explore (90s, 15m, 1h) or how many "
-                     "sequences (20x); shrinking a finding comes on top (default 5m)")
-    g.addoption("--explore-shrink", type=float, default=None, metavar="SECONDS",
-                help="-m explore: wall clock for shrinking one finding (default 1200)")
-    g.addoption("--explore-findings", type=int, default=1, metavar="N",
-                help="-m explore: distinct findings to collect before stopping (default 1); "
-                     "past the first, a failure like one already found is counted, not shrunk")
-    g.addoption("--explore-known", action="append", default=[], metavar="PATH",
-                help="-m explore: findings already known (an explore summary.json, or a "
-                     "results folder holding them, e.g. the base's run): a failure with "
-                     "the signature of one is counted and named, not shrunk (repeatable)")
-    g.addoption("--explore-target", choices=("file", "zvol"), default="file",
-                help="-m explore: each sequence on a fresh file of the case's dataset "
-                     "(default) or on a fresh zvol under it (suite/explore/targets.py)")
+    add_explore_options(g.addoption)
 
 
 def _run_label(config: pytest.Config) -> str:

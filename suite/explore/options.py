@@ -1,0 +1,32 @@
+"""The pytest options of ``-m explore`` (``suite/plugin/hooks.py`` adds them;
+``python -m suite explore`` and ``suite bugs --explore`` pass them on)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from suite.explore.session import budget_arg
+
+
+def add_explore_options(addoption: Callable[..., Any]) -> None:
+    addoption("--explore-seed", type=int, default=1, metavar="N",
+                help="-m explore: the master seed (sequence k's seed derives from it and k)")
+    addoption("--explore-budget", type=budget_arg, default="5m", metavar="TIME|Nx",
+                help="-m explore: how long to explore (90s, 15m, 1h) or how many "
+                     "sequences (20x); shrinking a finding comes on top (default 5m)")
+    addoption("--explore-shrink", type=float, default=None, metavar="SECONDS",
+                help="-m explore: wall clock for shrinking one finding (default 1200)")
+    addoption("--explore-findings", type=int, default=1, metavar="N",
+                help="-m explore: distinct findings to collect before stopping (default 1); "
+                     "past the first, a failure like one already found is counted, not shrunk")
+    addoption("--explore-known", action="append", default=[], metavar="PATH",
+                help="-m explore: findings already known (an explore summary.json, or a "
+                     "results folder holding them, e.g. the base's run): a failure with "
+                     "the signature of one is counted and named, not shrunk (repeatable)")
+    addoption("--explore-avoid", action="append", default=[], metavar="OP[,OP]",
+                help="-m explore: ops no sequence draws, as syzkaller disables a call that "
+                     "hangs the kernel (e.g. splice: from a direct=always file it hangs on "
+                     "Linux < 6.5, upstream); the same seed and the same avoid set give "
+                     "the same sequences (repeatable)")
+    addoption("--explore-target", choices=("file", "zvol"), default="file",
+                help="-m explore: each sequence on a fresh file of the case's dataset "
+                     "(default) or on a fresh zvol under it (suite/explore/targets.py)")
