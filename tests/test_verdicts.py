@@ -471,3 +471,28 @@ def test_a_command_killed_by_a_signal_is_a_finding_not_infrastructure(what, kind
         info = pytest.ExceptionInfo.from_exc_info(sys.exc_info())
     s = symptom_of_exception(info)
     assert s.kind == kind and (kind in INFRASTRUCTURE) == (kind == "guest-lost")
+
+
+def test_only_a_failure_on_data_alone_keeps_its_guest():
+    """A failed case's guest is kept only when every symptom is a data outcome the
+    engine judged after its requests completed (and no fault was injected)."""
+    from suite.plugin.fixtures import settled_failure
+    from suite.report.symptoms import settled
+    assert settled(["wrong-bytes"]) and settled(["short", "error:EFAULT", "paths-disagree"])
+    assert not settled([])                                   # failed, and said nothing
+    for other in ("hang", "D-state", "kernel:spl_panic", "no-result", "assertion",
+                  "guest-error", "early-barrier", "teardown", "taint:W", "kstat:wrap",
+                  "pool:cksum", "killed"):
+        assert not settled(["wrong-bytes", other]), other
+
+    class Item:
+        def __init__(self, kinds, markers=()):
+            self.ozfs_symptoms = [Symptom(k) for k in kinds]
+            self.markers = set(markers)
+
+        def get_closest_marker(self, name):
+            return object() if name in self.markers else None
+
+    assert settled_failure(Item(["wrong-bytes"]))
+    assert not settled_failure(Item(["wrong-bytes"], ["zinject"]))
+    assert not settled_failure(Item(["hang"]))

@@ -81,6 +81,9 @@ class ZfsGuest:
     ondisk: list[Leftover] = field(default_factory=list)   # --thorough findings of this case
     baseline: dict | None = None        # [[returns]] gauges right after load, no pool yet
     watch: "CaseWatch | None" = None    # the case running in it now
+    # The case failed on its data alone and its dataset was released cleanly:
+    # the guest is judged and kept like a pass (suite/plugin/fixtures.py ``pool``).
+    released_after_failure: bool = False
 
     def kprobes(self) -> Kprobes:
         """The guest's kprobes (armed by ``install``, never disarmed)."""
@@ -301,7 +304,8 @@ class Guests:
         guest leaves its evidence and is recycled; otherwise every module
         parameter the case changed is put back. The guest of a failed case is
         recycled too: its dataset was left alone (it may be wedged), and with it
-        faults still injected and I/O in flight that must not reach the next case."""
+        faults still injected and I/O in flight that must not reach the next case,
+        unless it failed on its data alone and its dataset was released cleanly."""
         g.zfs.guest.set_tripwire(None)         # the evidence commands must run to the end
         g.zfs.guest.mark("ozfs-vmci: end of the case; the harness's checks follow")
         alive = g.vm.alive and g.zfs.guest.alive(timeout=self.accel.deadline(5))
@@ -329,7 +333,8 @@ class Guests:
             g.fit = False
             self.recycle(keep=self.keep_failed)
             return CaseEnd(reason, symptoms, ev)
-        if failed or not g.fit:     # a case may leave its guest unfit (load-time params)
+        kept, g.released_after_failure = g.released_after_failure, False
+        if (failed and not kept) or not g.fit:   # a case may leave it unfit (load-time params)
             g.fit = False
             self.recycle(keep=self.keep_failed and failed)
             return CaseEnd()

@@ -27,7 +27,7 @@ from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
 from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
-from suite.report.symptoms import Symptom
+from suite.report.symptoms import Symptom, settled
 from suite.vm.accel import Accel, choose
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
@@ -272,11 +272,15 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
         ds = pool_obj.dataset(kw.get("dataset") or "case", props)
     yield ds
     rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
+    failed = rep is not None and rep.failed
+    if failed and not settled_failure(request.node):
         # The dataset may be wedged (that may be the bug): touching it could hang.
         # zfs_guest's teardown judges the guest and then lets it go.
         g.pool_spec = None
         return
+    if failed:
+        zfs_guest.guest.mark("ozfs-vmci: the case failed on its data alone (every request "
+                             "completed): its dataset is released and the guest kept")
     if g.fit:
         try:
             thorough = request.config.getoption("thorough")
@@ -289,11 +293,20 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
                       if thorough and g.pool_spec is not None else None)
             if not release_dataset(zfs_guest, ds.name, ondisk):
                 g.pool_spec = None      # unknown state: recreate next time
+            elif failed:
+                g.released_after_failure = True
         except GuestError as e:
             # A hang here is a finding like any other: zfs_guest's teardown fails
             # the case with the evidence and recycles the guest.
             how = "hung" if "deadline" in e.what else "failed"   # ssh.py: "overran its Ns deadline"
             request.node.ozfs_teardown_problem = f"the dataset teardown {how}: {e.what}"
+
+
+def settled_failure(item: pytest.Item) -> bool:
+    """A failed case whose guest may be kept: it recorded only data outcomes
+    (suite/report/symptoms.py ``SETTLED``) and injected no fault."""
+    return (item.get_closest_marker("zinject") is None
+            and settled(s.kind for s in getattr(item, "ozfs_symptoms", [])))
 
 
 def release_dataset(zfs: Zfs, name: str, ondisk: "_Thorough | None") -> bool:

@@ -57,6 +57,21 @@ from typing import Iterable
 INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error",
                             "not-armed", "setup", "backstop", "assertion", "harness"})
 
+# What a case's own reads and writes returned, judged by the engine once every
+# request had completed: nothing is left in flight, no fault armed. A failure with
+# only these leaves a guest as fit as a pass does once its dataset is released
+# (suite/plugin/fixtures.py ``pool``); any other kind recycles the guest.
+SETTLED = frozenset({"EINVAL", "EFAULT", "short", "wrong-bytes", "overrun", "no-EINVAL",
+                     "served-by-ARC", "served-by-DIO", "paths-disagree", "past-end",
+                     "no-short", "past-limit", "no-EFBIG", "order", "size", "mixed"})
+
+
+def settled(kinds: Iterable[str]) -> bool:
+    """True when a failure's symptoms are all data outcomes (:data:`SETTLED`,
+    ``error:<ERRNO>``) and there is at least one."""
+    kinds = list(kinds)
+    return bool(kinds) and all(k in SETTLED or k.startswith("error:") for k in kinds)
+
 
 @dataclass(frozen=True)
 class Symptom:
