@@ -107,8 +107,10 @@ def test_found_gives_the_symptom_time_and_shrink_and_claims_only_a_kind_match(tm
                         "(shrunk 40 -> 11 ops) (matches the bug's symptom): ")
     assert f"explore seed {SEED} op 10 (verify): 8160 wrong bytes from 4096 [{ROW}]" in r
     r2 = row_of(md, "preadv-freed-iovec")
-    assert "found: wrong-bytes after 90s (shrunk 40 -> 11 ops): explore seed" in r2
-    assert "matches" not in r2                  # another kind: a failure at the commit, no more
+    # another kind: a failure met at the commit, never read as the bug found
+    assert f"| {BAD[:11]} | not by its symptom (EINVAL, served-by-ARC) in " in r2
+    assert "met instead: wrong-bytes after 90s (shrunk 40 -> 11 ops): explore seed" in r2
+    assert "matches" not in r2 and "found:" not in r2
     assert "matches" not in explorebugs.table([(bug("x", kinds=()), e)])   # no symptom declared
 
 

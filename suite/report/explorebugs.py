@@ -85,10 +85,16 @@ class ExploreAt:
         else:
             how = (f" outside a finished sequence ({self.sequences} finished in "
                    f"{duration(self.elapsed_s)}; nothing shrunk)")
-        match = " (matches the bug's symptom)" if spec and same_kind(f.kind, spec.kinds) else ""
+        match = " (matches the bug's symptom)" if hits else ""
         row = f" [{f.row}]" if f.row else ""
         also = f"; also {', '.join(x.kind for x in rest)}" if rest else ""
         detail = f": {f.detail}" if f.detail else ""
+        if spec and spec.kinds and not hits:
+            # Explore met other failures (often the base's upstream bugs): the bug
+            # itself was not found, and the cell must not read as if it were.
+            return (f"not by its symptom ({', '.join(spec.kinds)}) in {self.budget} "
+                    f"({self.sequences} sequences{on}); met instead: "
+                    f"{f.kind}{how}{detail}{row}{also}")
         return f"found: {f.kind}{how}{match}{on}{detail}{row}{also}"
 
 
