@@ -513,3 +513,30 @@ def test_avoided_ops_are_never_drawn_and_the_rest_keep_their_sequences():
         choices_for("file", have, lambda p: True, ["splic"])
     with pytest.raises(SuiteError, match="every sequence ends with a verify"):
         choices_for("file", have, lambda p: True, ["verify"])
+
+
+def test_some_writes_lay_down_an_earlier_write_s_very_bytes_again():
+    """Rewrites of identical data (what nopwrite and dedup act on: the zvol Direct
+    I/O nopwrite panic needed one): same offset, length and data token as an
+    earlier write; a sequence that draws none is the one it was without them."""
+    from suite.explore.gen import Choices, generate
+    rewrites = plain = 0
+    for seed in range(120):
+        seq = generate(seed, 40, "zvol", 3 << 20)
+        seen: set[tuple[int, int, int]] = set()
+        again = False
+        for op in seq.ops:
+            if op.op in ("pwrite", "pwritev"):
+                key = (op.off, op.len, op.data)
+                again |= key in seen
+                rewrites += key in seen
+                seen.add(key)
+                assert op.op != "pwritev" or 1 <= op.segs <= op.len
+        if not again:
+            plain += 1
+            assert seq == generate(seed, 40, "zvol", 3 << 20, Choices(rewrite_share=0.0))
+        assert seq == generate(seed, 40, "zvol", 3 << 20)          # same seed, same sequence
+    assert rewrites > 40 and plain > 10
+    none = [generate(s, 40, "file", 3 << 20, Choices(rewrite_share=0.0)) for s in range(50)]
+    assert all(len({(o.off, o.len, o.data) for o in q.ops if o.op.startswith("pwrite")})
+               == sum(1 for o in q.ops if o.op.startswith("pwrite")) for q in none)

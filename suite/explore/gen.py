@@ -87,6 +87,10 @@ class Choices:
     # of reads and writes, a racing buffer: rare, since its bytes are not checked
     # (a read) or become the model whatever they are (a write)
     racing_share: float = 0.08
+    # of writes, a rewrite of an earlier write's range with its very bytes (same
+    # offset, length and data token): what nopwrite and dedup act on. Drawn from a
+    # generator of its own, so a sequence without rewrites is the one it always was.
+    rewrite_share: float = 0.12
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -117,8 +121,11 @@ def _recordsize(props: dict[str, str]) -> int:
 class _Gen:
     """One sequence's choices, with the size the file will have if every op lands."""
 
-    def __init__(self, rng: random.Random, limit: int, rec: int, ch: Choices) -> None:
+    def __init__(self, rng: random.Random, limit: int, rec: int, ch: Choices,
+                 seed: int = 0) -> None:
         self.rng, self.limit, self.rec, self.ch = rng, limit, rec, ch
+        self.rewrite_rng = random.Random(f"rewrite:{seed}")
+        self.writes: list[tuple[int, int, int]] = []     # (off, len, data) of each write
         self.size = 0
         self.token = 0
         self.recent: list[int] = [0]    # where the last ops began and ended: overlap
@@ -183,10 +190,24 @@ class _Gen:
         data = 0
         if kind in WRITES:
             data = self.next_token()
+            again = self.rewrite()
+            if again is not None:
+                off, n, data = again
+                if segs:
+                    most = n // PAGE if n % PAGE == 0 and n >= PAGE else n
+                    segs = min(segs, max(1, most))
+            self.writes.append((off, n, data))
             self.size = max(self.size, off + n)
         self.touched(off, n)
         return Op(kind, iface=r.choice(ch.ifaces), direct=direct, off=off, len=n, buf=buf,
                   buf_off=buf_off, segs=segs, data=data)
+
+    def rewrite(self) -> tuple[int, int, int] | None:
+        """An earlier write's (off, len, data) to lay down again, identical bytes
+        (``Choices.rewrite_share`` of writes, once there is one), or None."""
+        if not self.writes or self.rewrite_rng.random() >= self.ch.rewrite_share:
+            return None
+        return self.rewrite_rng.choice(self.writes)
 
     def next_token(self) -> int:
         self.token += 1
@@ -306,7 +327,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         if target == "blockdev":
             props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
         params = _pick(rng, ch.param_values, tuple(ch.params))
-    g = _Gen(rng, file_size_max, _recordsize(props), ch)
+    g = _Gen(rng, file_size_max, _recordsize(props), ch, seed)
     if target in BLOCK_TARGETS:
         g.size = file_size_max
     else:
