@@ -43,6 +43,8 @@ def server(tmp_path):
         assert time.monotonic() < deadline, "the resident engine never became ready"
         time.sleep(0.05)
     yield d, p
+    for c in children(p.pid):         # a request a failed test left running
+        os.kill(c, signal.SIGKILL)
     p.kill()
     p.wait()
 
@@ -159,3 +161,36 @@ def test_a_second_server_leaves_the_first_serving(server):
                        env=ENV, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "already serves" in r.stderr
     assert running(d) == p.pid
+
+
+def test_a_request_whose_client_is_gone_before_the_output_opens_ends(server, tmp_path):
+    """A client killed between sending its request and opening its FIFOs: the
+    child must not stay blocked opening them."""
+    d, _ = server
+    gone = subprocess.Popen(["sleep", "0.2"])
+    gone.wait()
+    rid = "rgone-1"
+    (d / f"{rid}.argv").write_bytes(b"--help\0")
+    for f in ("out", "err"):
+        os.mkfifo(d / f"{rid}.{f}")
+    with open(d / "ctl", "w") as ctl:
+        ctl.write(f"{rid} {gone.pid}\n")
+    time.sleep(3)                                  # the server has forked by now
+    deadline = time.monotonic() + 20
+    while children(server[1].pid):
+        assert time.monotonic() < deadline, "the child stayed blocked on its client's FIFOs"
+        time.sleep(0.1)
+    assert not (d / f"{rid}.rc").exists()          # it never ran
+
+
+def children(pid: int) -> list[int]:
+    """Live (not zombie) children of ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != b"Z":
+            out.append(int(stat.parent.name))
+    return out

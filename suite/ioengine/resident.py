@@ -96,6 +96,9 @@ def run_child(d: Path, rid: str, client: int, main: Callable[[Sequence[str]], in
     """In the forked child: become the request's process and run it. Returns the rc."""
     for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGHUP):
         signal.signal(s, signal.SIG_DFL)
+    # Watched before the FIFOs open: opening one blocks until the client reads it,
+    # and a client killed first would leave this child blocked for good.
+    watch_client(client)
     argv, env, cwd = read_request(d, rid)
     _publish(d / f"{rid}.pid", f"{os.getpid()}\n")
     null = os.open(os.devnull, os.O_RDONLY)
@@ -110,7 +113,6 @@ def run_child(d: Path, rid: str, client: int, main: Callable[[Sequence[str]], in
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    watch_client(client)
     rc = 1
     try:
         rc = int(main(argv) or 0)
