@@ -92,10 +92,7 @@ class EngineRunner:
         local = self.outdir / f"{name}.plan.json"
         local.write_text(json.dumps(data, indent=1))
         remote = self._remote(f"{name}.plan.json")
-        if not getattr(self.guest, "engine_dir_made", False):
-            self.guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * self.scale)
-            self.guest.engine_dir_made = True  # type: ignore[attr-defined]
-        self.guest.put(local, remote)
+        upload(self.guest, local, remote, self.scale)
         try:
             r = self.guest.run(self.command("run", remote), timeout=timeout * self.scale,
                                check=False)
@@ -123,6 +120,15 @@ class EngineRunner:
     def oneshot(self, *args: str, timeout: float = 120) -> list[dict]:
         r = self.guest.run(self.command(*args), timeout=timeout * self.scale, check=False)
         return parse_lines(r.stdout)
+
+
+def upload(guest: Guest, local: Path, remote: str, scale: float = 1.0) -> None:
+    """Put ``local`` at ``remote`` in the guest, making :data:`REMOTE_DIR` the
+    first time for that guest (plans, explore sequences)."""
+    if not getattr(guest, "engine_dir_made", False):
+        guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * scale)
+        guest.engine_dir_made = True  # type: ignore[attr-defined]
+    guest.put(local, remote)
 
 
 def _pythonpath() -> str:

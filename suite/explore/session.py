@@ -36,13 +36,12 @@ from typing import Any, Callable, Iterable, Protocol
 
 from suite.errors import GuestError, KernelTripped
 from suite.explore.gen import Choices, generate, sequence_seed
-from suite.casekit.engine import parse_lines
+from suite.casekit.engine import REMOTE_DIR, parse_lines, upload
 from suite.explore.judge import Verdict, in_flight, judge, report_text
 from suite.explore.ops import Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
 
-REMOTE_DIR = "/tmp/ozfs-engine"
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|x)?\s*$")
 
 
@@ -132,16 +131,12 @@ class GuestRunner:
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
-        self._ready = False
 
     def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
                      extra: Iterable[str] = ()) -> RunOutput:
         guest, scale = self.engine.guest, self.engine.scale
-        if not self._ready:
-            guest.run(f"mkdir -p {REMOTE_DIR}", timeout=30 * scale)
-            self._ready = True
         remote = f"{REMOTE_DIR}/{seq_file.name}"
-        guest.put(seq_file, remote)
+        upload(guest, seq_file, remote, scale)
         out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
         try:
             r = guest.run(self.engine.command("explore-run", remote, "--file", target, *extra),

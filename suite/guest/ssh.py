@@ -88,6 +88,10 @@ class Guest:
         self._heartbeat: threading.Thread | None = None
         self._dead: str | None = None
         self._tripwire: Callable[[], str | None] | None = None
+        # The guest side of the I/O engine (suite/casekit/engine.py): its resident
+        # server (a Background) once started, and its upload folder once made.
+        self.resident_engine: Background | None = None
+        self.engine_dir_made = False
 
     # ------------------------------------------------------------------ liveness
 
