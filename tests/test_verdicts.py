@@ -356,6 +356,25 @@ def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
     assert not ran and "uaf" in out and "deferred: kasan" in out
 
 
+def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_path):
+    """A KASAN-only bug runs on its profile even when the caller chose another
+    (its --kernel comes last: pytest's option takes the last one given)."""
+    from suite.report import knownbugs
+    from suite.source.series import KnownBug, Manifest
+    spec = SymptomSpec(("kernel:kasan",))
+    m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
+        KnownBug("uaf", "t", "a" * 40, "c" * 40, ("t_uaf",), spec, kernel="debian-6.1-debug"),
+        KnownBug("eof", "t", "a" * 40, "c" * 40, ("t_eof",), spec)))
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
+    monkeypatch.setattr(knownbugs.paths, "results_root", lambda: tmp_path)
+    ran = []
+    monkeypatch.setattr(knownbugs, "run_cases",
+                        lambda args, results, extra: ran.append((args[1], extra)) or (0, "", 1.0))
+    knownbugs.run_bugs("s", [], "", ["--kernel", "debian-6.12"])
+    assert ran == [("(t_uaf)", ["--kernel", "debian-6.12", "--kernel", "debian-6.1-debug"])] * 2 + \
+        [("(t_eof)", ["--kernel", "debian-6.12"])] * 2
+
+
 def test_a_case_that_fails_itself_after_naming_its_symptom_adds_nothing_else():
     from suite.plugin.hooks import symptom_of_exception
     try:

@@ -174,9 +174,14 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                 continue
             sel = f"{name}@{commit[:11]}"
             results = root / b.id / role
-            print(f"==> {b.id}: cases -k '{k}' at {sel} ({role}); counts: "
+            print(f"==> {b.id}: cases -k '{k}' at {sel} ({role})"
+                  f"{' on ' + b.kernel if b.kernel else ''}; counts: "
                   f"{b.symptom.describe()}", flush=True)
-            tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results, extra)
+            # A bug that needs its own kernel (KASAN) gets it after the caller's options,
+            # so a run on another profile still judges it where it can be seen.
+            kernel = ["--kernel", b.kernel] if b.kernel else []
+            tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results,
+                                                  [*extra, *kernel])
             o.cases, judged = judge_session(b.symptom, results, tests)
             o.problem, o.results = problem or judged, str(results)
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "

@@ -49,6 +49,9 @@ class KnownBug:
     # Why no case can show it yet and what would (e.g. "kasan: a use-after-free
     # that leaves the bytes right"): the bug is recorded, not run.
     deferred: str = ""
+    # The kernel profile its cases need (e.g. "debian-6.1-debug": a use-after-free
+    # that leaves the bytes right shows only as a KASAN report); "" = the run's own.
+    kernel: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,8 @@ def load_manifest(path: Path) -> Manifest:
         bugs = tuple(KnownBug(id=b["id"], title=b.get("title", ""), bad=b["bad"],
                               fixed=b["fixed"], cases=tuple(b.get("cases", ())),
                               symptom=SymptomSpec.from_dict(b["symptom"])
-                              if "symptom" in b else None, deferred=b.get("deferred", ""))
+                              if "symptom" in b else None, deferred=b.get("deferred", ""),
+                              kernel=b.get("kernel", ""))
                      for b in data.get("bugs", []))
     except (KeyError, ValueError, TypeError) as e:
         raise SeriesError(f"{path}: a [[bugs]] entry is malformed: {e}",
