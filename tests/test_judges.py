@@ -436,3 +436,65 @@ def test_a_canary_names_the_judges_that_stayed_silent():
     assert canary_missing(("ondisk:scrub",), end) == []
     assert canary_missing(("ondisk:scrub", "ondisk:zdb"), end) == ["ondisk:zdb"]
     assert canary_missing(("taint:U",), CaseEnd()) == ["taint:U"]
+
+
+# -- kmemleak (kernels booted with kmemleak=on: the debian-6.1-debug profile) -------------
+
+KMEMLEAK = """\
+unreferenced object 0xffff88800a3c1e00 (size 512):
+  comm "z_wr_iss", pid 1234, jiffies 4294901234 (age 12.340s)
+  hex dump (first 32 bytes):
+    00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00  ................
+  backtrace:
+    [<ffffffff8143a1b2>] __kmem_cache_alloc_node+0x1b2/0x2e0
+    [<ffffffff813b8c4e>] __kmalloc_node+0x4e/0x140
+    [<ffffffffc03f12a0>] spl_kmem_alloc_impl+0xb0/0x110 [spl]
+    [<ffffffffc06a77e1>] zfs_uio_get_dio_pages_alloc+0x61/0x2a0 [zfs]
+    [<ffffffffc06a9c10>] zfs_write+0x3c0/0xf00 [zfs]
+unreferenced object 0xffff88800b000000 (size 64):
+  comm "swapper/0", pid 1, jiffies 4294892296 (age 80.176s)
+  backtrace:
+    [<ffffffff8143a1b2>] __kmem_cache_alloc_node+0x1b2/0x2e0
+    [<ffffffff81c0ffee>] virtio_dev_probe+0x1e/0x300
+unreferenced object 0xffff88800a3c2000 (size 512):
+  comm "z_wr_iss", pid 1234, jiffies 4294901240 (age 12.300s)
+  backtrace (crc 5a1b2c3d):
+    [<ffffffffc03f12a0>] spl_kmem_alloc_impl+0xb0/0x110 [spl]
+    [<ffffffffc06a77e1>] zfs_uio_get_dio_pages_alloc+0x61/0x2a0 [zfs]
+"""
+
+
+def test_kmemleak_leaks_with_an_openzfs_frame_are_findings_by_module():
+    from suite.judges import kmemleak
+    leaks = kmemleak.parse(KMEMLEAK)
+    assert [(lk.size, lk.module) for lk in leaks] == [(512, "spl"), (64, None), (512, "spl")]
+    assert leaks[0].comm == "z_wr_iss" and leaks[0].age == "12.340s"
+    assert leaks[0].where().startswith("spl_kmem_alloc_impl+0xb0/0x110 [spl] <- "
+                                       "zfs_uio_get_dio_pages_alloc")
+    after = Snapshot.parse(f"=== tainted\n{4097 | 8192}\n=== kmemleak\n{KMEMLEAK}")
+    j = judge(snap(), after, Leaves(), RULES)
+    assert kinds(j) == ["kmemleak:spl"]
+    assert "2 unreferenced object(s), 1024 bytes" in j.findings[0].detail
+    assert "kmemleak (2 OpenZFS, 1 other)" in j.checked
+
+
+def test_no_kmemleak_is_neither_a_check_nor_a_finding_and_an_empty_scan_is_clean():
+    assert "kmemleak" not in judge(snap(), snap(), Leaves(), RULES).text()
+    after = Snapshot.parse(f"=== tainted\n{4097 | 8192}\n=== kmemleak\n")
+    j = judge(snap(), after, Leaves(), RULES)
+    assert j.findings == [] and "kmemleak (0 OpenZFS, 0 other)" in j.checked
+
+
+def test_the_kmemleak_steps_are_quiet_without_it_and_report_with_it(tmp_path, monkeypatch):
+    import subprocess
+
+    from suite.judges import kmemleak
+    monkeypatch.setattr(kmemleak, "PATH", str(tmp_path / "kmemleak"))
+    run = lambda c: subprocess.run(["bash", "-c", c], capture_output=True, text=True)
+    for cmd in (kmemleak.before_command(), kmemleak.after_command("=== ")):
+        r = run(cmd)
+        assert r.returncode == 0 and r.stdout == ""      # a kernel without kmemleak
+    (tmp_path / "kmemleak").write_text("")
+    assert run(kmemleak.after_command("=== ")).stdout.startswith("=== kmemleak\n")
+    assert "clear" in before_script("zpool", RULES.collect)
+    assert "echo scan" in after_script("zpool", RULES.collect)

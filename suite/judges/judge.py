@@ -8,7 +8,9 @@ Symptom kinds (``verdict.json``):
 - ``ereport:<class>``: an ereport the case did not declare (``ereport:checksum``);
 - ``kstat:wrap``, ``kstat:limit``: accounting that did not balance; ``kstat:leak``: a
   gauge still up with every pool exported (``--thorough``, ``ondisk.py``);
-- ``ondisk:scrub``, ``ondisk:zdb``: the thorough on-disk checks (``ondisk.py``).
+- ``ondisk:scrub``, ``ondisk:zdb``: the thorough on-disk checks (``ondisk.py``);
+- ``kmemleak:<module>``: an object allocated with an OpenZFS frame on its stack that
+  nothing references any more (kernels booted with ``kmemleak=on``: ``kmemleak.py``).
 
 Checks that could not run (a kstat the build lacks) are listed as not checked.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kstats, pools, taint
+from suite.judges import kmemleak, kstats, pools, taint
 from suite.judges.expect import Leaves
 from suite.judges.snapshot import Snapshot
 
@@ -100,9 +102,30 @@ def judge_kstats(rules: kstats.Rules, before: Snapshot, after: Snapshot, j: Judg
             j.findings.append(Finding(f"kstat:{b.kind}", b.detail))
 
 
+def judge_kmemleak(after: Snapshot, j: Judgement) -> None:
+    """Only where kmemleak runs: its absence is not a check that was skipped (the
+    distribution kernels lack it), so it is not listed as unchecked either."""
+    if after.kmemleak is None:
+        return
+    leaks = kmemleak.parse(after.kmemleak)
+    ours = [lk for lk in leaks if lk.module]
+    j.checked.append(f"kmemleak ({len(ours)} OpenZFS, {len(leaks) - len(ours)} other)")
+    by_module: dict[str, list[kmemleak.Leak]] = {}
+    for lk in ours:
+        by_module.setdefault(lk.module or "", []).append(lk)
+    for module, group in by_module.items():
+        first = group[0]
+        j.findings.append(Finding(
+            f"kmemleak:{module}", f"{len(group)} unreferenced object(s), "
+            f"{sum(lk.size for lk in group)} bytes; first: {first.size} bytes at "
+            f"{first.address} (comm {first.comm}, age {first.age or '?'}) allocated "
+            f"from {first.where()}"))
+
+
 def judge(before: Snapshot, after: Snapshot, leaves: Leaves, rules: kstats.Rules) -> Judgement:
     j = Judgement()
     judge_taint(before, after, j)
     judge_pools(after, leaves, j)
     judge_kstats(rules, before, after, j)
+    judge_kmemleak(after, j)
     return j

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kstats
+from suite.judges import kmemleak, kstats
 
 KSTAT_ROOT = "/proc/spl/kstat/zfs"
 SECTION = "=== "
@@ -28,14 +28,16 @@ def kstat_script(files: tuple[str, ...]) -> str:
 def before_script(zpool: str, files: tuple[str, ...]) -> str:
     return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
                       *_kstat_lines(files),
-                      f"{zpool} events -c >/dev/null 2>&1 || true"])
+                      f"{zpool} events -c >/dev/null 2>&1 || true",
+                      kmemleak.before_command()])
 
 
 def after_script(zpool: str, files: tuple[str, ...]) -> str:
     return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
                       *_kstat_lines(files),
                       f"echo '{SECTION}status'; {zpool} status -pvP 2>&1",
-                      f"echo '{SECTION}events'; {zpool} events -v 2>&1"])
+                      f"echo '{SECTION}events'; {zpool} events -v 2>&1",
+                      kmemleak.after_command(SECTION)])
 
 
 def sections(text: str) -> dict[str, str]:
@@ -55,6 +57,7 @@ class Snapshot:
     kstats: dict[str, kstats.Kstat] = field(default_factory=dict)
     status: str | None = None
     events: str | None = None
+    kmemleak: str | None = None     # the after-case scan's report (None: no kmemleak)
     raw: str = ""
 
     @classmethod
@@ -64,4 +67,4 @@ class Snapshot:
         return cls(int(taint) if taint.isdigit() else None,
                    {k[len("kstat "):]: kstats.parse(v) for k, v in s.items()
                     if k.startswith("kstat ")},
-                   s.get("status"), s.get("events"), text)
+                   s.get("status"), s.get("events"), s.get("kmemleak"), text)
