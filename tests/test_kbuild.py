@@ -115,6 +115,17 @@ def test_the_debug_profile_asks_for_the_debug_options_and_gives_reasons():
     assert p.zfs_license == "GPL"
 
 
+def test_a_profile_boots_its_guests_with_its_append_and_says_why(tmp_path, monkeypatch):
+    from suite import paths
+    from suite.build.kernel import boot_append
+    assert boot_append("debian-6.1-debug") == ("kmemleak=on",)
+    assert boot_append("debian-6.1") == () and boot_append("/boot/vmlinuz-x") == ()
+    (tmp_path / "p.toml").write_text('name = "p"\n[vm]\nappend = ["x=1"]\n')
+    monkeypatch.setattr(paths, "vmimages_dir", lambda: tmp_path)
+    with pytest.raises(KernelError, match=r"\[vm\] append needs a reason"):
+        boot_append("p")
+
+
 def test_same_inputs_same_key_and_every_input_changes_it(bench, monkeypatch):
     spec, _ = bench
     key = kbuild.key_of(kbuild.inputs(spec, "6.1.99-1"))

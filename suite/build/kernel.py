@@ -44,6 +44,7 @@ class Profile:
     build: kbuild.BuildSpec | None = None      # [build]: the kernel is built, not installed
     zfs_license: str = ""                       # [zfs] license: OpenZFS's META License for it
     zfs_gcov: bool = False                      # [zfs] gcov: OpenZFS's modules built with gcov
+    append: tuple[str, ...] = ()                # [vm] append: its guests' kernel command line
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ def load_profile(name: str) -> Profile:
     if zfs.get("gcov") and not str(zfs.get("gcov_reason", "")).strip():
         raise KernelError(f"kernel profile {name}: [zfs] gcov needs a gcov_reason",
                           fix=f"say in {path} why OpenZFS is built with gcov for this kernel")
+    vm = data.get("vm", {})
+    if vm.get("append") and not str(vm.get("reason", "")).strip():
+        raise KernelError(f"kernel profile {name}: [vm] append needs a reason",
+                          fix=f"say in {path} why every guest of this kernel boots with it")
     build = kbuild.BuildSpec.from_toml(data.get("name", name), data["build"]) \
         if "build" in data else None
     return Profile(name=data.get("name", name), description=data.get("description", ""),
@@ -96,7 +101,16 @@ def load_profile(name: str) -> Profile:
                    metapackages=tuple(data.get("metapackages", ())),
                    vmlinuz=data.get("vmlinuz", ""), headers=data.get("headers", ""),
                    modules=data.get("modules", ""), build=build,
-                   zfs_license=zfs.get("license", ""), zfs_gcov=bool(zfs.get("gcov", False)))
+                   zfs_license=zfs.get("license", ""), zfs_gcov=bool(zfs.get("gcov", False)),
+                   append=tuple(str(a) for a in vm.get("append", ())))
+
+
+def boot_append(profile: str) -> tuple[str, ...]:
+    """What every guest of a profile adds to its kernel command line (``[vm] append``);
+    nothing for a kernel given as a path."""
+    if not (paths.vmimages_dir() / f"{profile}.toml").exists():
+        return ()
+    return load_profile(profile).append
 
 
 def _version_key(release: str) -> list[object]:

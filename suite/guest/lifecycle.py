@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
+from suite.build.kernel import boot_append
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import COUNTER_PARAMS
 from suite.casekit.engine import start_resident
@@ -207,7 +208,8 @@ class Guests:
             workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
             memory=shape.memory, cpus=shape.cpus,
             nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
-            append=[*BASE_APPEND, *shape.append],
+            append=[*BASE_APPEND, *boot_append(self.record.kernel.get("profile", "")),
+                    *shape.append],
             name=f"ozfs-{self.worker}-{self.boots}")
         vm = VM(spec)
         try:
