@@ -30,6 +30,9 @@ SAMPLES = {
     "warning": "[    3.2] WARNING: CPU: 0 PID: 1 at mm/page_alloc.c:5525 __alloc_pages+0x2a1/0x330",
     "lockdep": "[    5.0] WARNING: possible circular locking dependency detected",
     "kasan": "[    7.0] BUG: KASAN: slab-out-of-bounds in zap_leaf_lookup+0x3c/0x1a0 [zfs]",
+    "kfence": "[    8.0] BUG: KFENCE: use-after-free read in zfs_uioskip+0x5a/0x120 [zfs]",
+    "atomic_sleep": "[    9.0] BUG: sleeping function called from invalid context at "
+                    "kernel/locking/mutex.c:580",
     "hung_task": "[  245.9] INFO: task txg_sync:1234 blocked for more than 120 seconds.",
     "rcu_stall": "[  300.0] rcu: INFO: rcu_preempt self-detected stall on CPU",
     "lockup": "[  60.0] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [z_wr_iss:501]",

@@ -32,7 +32,12 @@ def _rule(kind: str, severity: str, pattern: str) -> Rule:
 # First match wins, so specific kinds come before the generic BUG:/WARNING:.
 RULES: tuple[Rule, ...] = (
     _rule("kasan", "error", r"\bBUG: KASAN:|\bKASAN: "),
+    _rule("kfence", "error", r"\bBUG: KFENCE: "),
     _rule("ubsan", "error", r"\bUBSAN: "),
+    # DEBUG_ATOMIC_SLEEP (the debug profile): a sleep under a spinlock or with
+    # preemption off, which on a stock kernel shows only as a rare deadlock.
+    _rule("atomic_sleep", "error", r"BUG: sleeping function called from invalid context"
+                                   r"|BUG: scheduling while atomic|BUG: workqueue leaked lock"),
     _rule("lockdep", "error", r"possible circular locking dependency|possible recursive locking"
                               r"|inconsistent lock state|possible irq lock inversion"
                               r"|suspicious RCU usage|bad unlock balance detected|held lock freed"),
