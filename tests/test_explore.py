@@ -811,6 +811,23 @@ def test_zfs_ops_without_the_commands_are_unsupported(ddir: Path):
     assert "--zfs-dataset" in _ops(lines)[0]["why"]
 
 
+def test_a_zvol_syncs_its_pool_but_takes_no_snapshot_of_the_file_dataset(ddir: Path):
+    """A zvol run is a block device with the ZFS commands: ``zpool sync`` of the
+    pool is its op; a snapshot or rollback (of the file's dataset) is not."""
+    root, zfs, log = stand_in_zfs(ddir, "vol")
+    (root / "vol.bin").write_bytes(b"\0" * (256 << 10))
+    rc, lines = run_engine(root, {"seed": 3, "target": "zvol", "init_size": 256 << 10,
+                                  "file_size_max": 256 << 10, "ops": [
+        {"op": "pwrite", "iface": "libaio", "direct": True, "off": 0, "len": 8192,
+         "buf": "anon", "data": 1}, {"op": "txg_sync"}, {"op": "snapshot", "data": 2},
+        {"op": "verify"}]}, "vol", "--blockdev", "--scratch", str(ddir / "volscratch"),
+        *zfs.engine_args())
+    out = _ops(lines)
+    assert rc == 0 and lines[-1]["ok"] and lines[-1]["unsupported"] == [2], lines[-1]
+    assert out[1]["ok"] and "block device" in out[2]["why"]
+    assert log.read_text().splitlines() == ["zpool sync fake"]
+
+
 def test_a_zfs_command_that_fails_or_never_returns_is_a_finding(ddir: Path):
     seq = {"seed": 3, "init_size": 4096, "file_size_max": MIB, "ops": [
         {"op": "snapshot", "data": 1}, {"op": "rollback", "data": 1}, {"op": "verify"}]}

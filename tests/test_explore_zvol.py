@@ -83,11 +83,31 @@ def test_a_zvol_sequence_draws_the_same_ops_whatever_the_build_has():
         assert stock.props["volblocksize"] == full.props["volblocksize"]
 
 
+def test_zvol_syncs_are_inserted_without_changing_the_other_draws():
+    """The nopwrite family needs a write, a txg sync, then the same bytes again: a
+    zvol sequence gets syncs from their own generator; without the ZFS commands (or
+    with the share at 0) it is the very sequence it was before syncs existed."""
+    for s in range(20):
+        seed = sequence_seed(5, s)
+        base = generate(seed, 60, "zvol", MIB_2, Choices(params=("zvol_dio_enabled",)))
+        synced = generate(seed, 60, "zvol", MIB_2, Choices(zfs_ops=True,
+                                                          params=("zvol_dio_enabled",)))
+        none = generate(seed, 60, "zvol", MIB_2, Choices(zfs_ops=True, zvol_sync_share=0.0,
+                                                        params=("zvol_dio_enabled",)))
+        assert none == base and "txg_sync" not in {o.op for o in base.ops}
+        assert [o for o in synced.ops if o.op != "txg_sync"] == list(base.ops)
+    counts = [sum(o.op == "txg_sync" for o in generate(sequence_seed(5, s), 60, "zvol", MIB_2,
+                                                         Choices(zfs_ops=True)).ops)
+              for s in range(20)]
+    assert sum(counts) > 20 and sum(1 for c in counts if c) >= 15      # most have one
+
+
 def test_the_generator_never_emits_a_file_only_op_for_a_zvol():
     seqs = [generate(s, 80, "zvol", 1 << 20, Choices(zfs_ops=True, params=("zvol_dio_enabled",)))
             for s in range(60)]
     kinds = {o.op for q in seqs for o in q.ops}
-    assert kinds == ZVOL_OPS and not kinds & FILE_ONLY
+    # txg_sync, the one pool op, comes from a generator of its own (zvol_sync_share)
+    assert kinds == ZVOL_OPS | {"txg_sync"} and not kinds & (FILE_ONLY - {"txg_sync"})
     assert set(BLOCK_OPS) == ZVOL_OPS and set(OP_WEIGHTS) - set(BLOCK_OPS) == FILE_ONLY
     assert {q.props["volblocksize"] for q in seqs} == set(ZVOL_PROP_CHOICES["volblocksize"])
     assert {q.params["zvol_dio_enabled"] for q in seqs} == {0, 1}

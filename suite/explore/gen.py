@@ -91,6 +91,11 @@ class Choices:
     # offset, length and data token): what nopwrite and dedup act on. Drawn from a
     # generator of its own, so a sequence without rewrites is the one it always was.
     rewrite_share: float = 0.12
+    # of a zvol's ops, a ``zpool sync`` after it (given the ZFS commands): a block then
+    # rewritten is a rewrite of a synced one, which is what nopwrite, dedup and the
+    # ZIL's indirect writes act on; a zvol has no other ZFS op (its snapshots would be
+    # the file dataset's). Drawn from a generator of its own, like rewrites.
+    zvol_sync_share: float = 0.08
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -341,9 +346,13 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                          f"pick from {', '.join(OP_WEIGHTS)}")
     weights = [OP_WEIGHTS[k] for k in kinds]
     ops: list[Op] = []
+    syncs = random.Random(f"txg_sync:{seed}") if target == "zvol" and ch.zfs_ops \
+        and "txg_sync" in ch.ops else None
     for _ in range(max(0, n_ops - 1)):
         kind = rng.choices(kinds, weights)[0]
         ops.append(g.io(kind) if kind in READS + WRITES else g.other(kind))
+        if syncs is not None and syncs.random() < ch.zvol_sync_share:
+            ops.append(Op("txg_sync"))
     ops.append(Op("verify"))
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max)

@@ -38,7 +38,7 @@ from suite.errors import GuestError, KernelTripped
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.casekit.engine import REMOTE_DIR, parse_lines, upload
 from suite.explore.judge import Verdict, in_flight, judge, report_text
-from suite.explore.ops import Sequence
+from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
 
@@ -342,7 +342,10 @@ class Explorer:
         self.configure(self.targets.conditions(seq))
         self.declare_leaves(seq)
         run = self.targets.prepare(seq, name)
-        extra = [*run.args, *(self.engine_args if run.zvol is None else [])]
+        # A zvol's run gets the ZFS commands only for its txg_syncs: the sequences
+        # without one run as they always did.
+        zfs_ops = any(o.op in ZFS_OPS for o in seq.ops)
+        extra = [*run.args, *(self.engine_args if run.zvol is None or zfs_ops else [])]
         t = self.clock()
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
         self.last_timing = engine_timing(out.lines, self.clock() - t)

@@ -80,11 +80,13 @@ class Snap:
     model: bytes
 
 
-def _no_zfs(ctx: Ctx, s: Step) -> Outcome | None:
+def _no_zfs(ctx: Ctx, s: Step, blockdev_ok: bool = False) -> Outcome | None:
+    """Why ``s`` cannot run here, or None. ``blockdev_ok``: an op of the pool (a
+    zvol's is the dataset's pool), not of the file's dataset."""
     if ctx.zfs is None:
         return Outcome("unsupported", why=f"{s.op}: no --zfs-dataset (the guest's ZFS "
                        "commands) given")
-    if ctx.target.blockdev:
+    if ctx.target.blockdev and not blockdev_ok:
         return Outcome("unsupported", why=f"{s.op}: the target is a block device")
     return None
 
@@ -132,8 +134,9 @@ def op_rollback(ctx: Ctx, s: Step) -> Outcome:
 
 
 def op_txg_sync(ctx: Ctx, s: Step) -> Outcome:
-    """``zpool sync``: the pool's open transaction group written out now."""
-    if (o := _no_zfs(ctx, s)) is not None:
+    """``zpool sync``: the pool's open transaction group written out now (on a zvol
+    too: its pool is the dataset's)."""
+    if (o := _no_zfs(ctx, s, blockdev_ok=True)) is not None:
         return o
     assert ctx.zfs is not None
     return _zfs_command(ctx, "zpool", "sync", ctx.zfs.pool) or Outcome()
