@@ -115,6 +115,25 @@ def test_the_debug_profile_asks_for_the_debug_options_and_gives_reasons():
     assert p.zfs_license == "GPL"
 
 
+def test_a_profile_gives_openzfs_make_its_variables_with_a_reason(tmp_path, monkeypatch):
+    """The debug kernel's KASAN makes OpenZFS's zstd call user-space ASan; the profile
+    turns that off on make's command line, and a build with it has a key of its own."""
+    from suite import paths
+    from suite.build.kernel import Kernel
+    p = load_profile("debian-6.1-debug")
+    assert p.zfs_make == ("KCFLAGS=-DZSTD_ASAN_DONT_POISON_WORKSPACE=1",)
+    k = Kernel("x", "6.1", tmp_path / "vmlinuz", tmp_path, tmp_path, tmp_path)
+    assert "zfs_make" not in k.identity()
+    assert dataclasses.replace(k, zfs_make=p.zfs_make).identity()["zfs_make"] == p.zfs_make[0]
+    monkeypatch.setattr(paths, "vmimages_dir", lambda: tmp_path)
+    (tmp_path / "a.toml").write_text('[zfs]\nmake = ["KCFLAGS=-DX"]\n')
+    with pytest.raises(KernelError, match="needs a make_reason"):
+        load_profile("a")
+    (tmp_path / "b.toml").write_text('[zfs]\nmake = ["-j9"]\nmake_reason = "r"\n')
+    with pytest.raises(KernelError, match="VAR=VALUE"):
+        load_profile("b")
+
+
 def test_a_profile_boots_its_guests_with_its_append_and_says_why(tmp_path, monkeypatch):
     from suite import paths
     from suite.build.kernel import boot_append

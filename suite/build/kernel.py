@@ -45,6 +45,7 @@ class Profile:
     zfs_license: str = ""                       # [zfs] license: OpenZFS's META License for it
     zfs_gcov: bool = False                      # [zfs] gcov: OpenZFS's modules built with gcov
     append: tuple[str, ...] = ()                # [vm] append: its guests' kernel command line
+    zfs_make: tuple[str, ...] = ()              # [zfs] make: VAR=VALUE on OpenZFS's make lines
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Kernel:
     modules: Path          # /lib/modules/<release>
     zfs_license: str = ""  # OpenZFS built with this META License (a debug kernel's lockdep)
     zfs_gcov: bool = False  # OpenZFS's modules built with gcov (suite/coverage/flags.py)
+    zfs_make: tuple[str, ...] = ()  # VAR=VALUE on OpenZFS's make lines (a kernel's needs)
 
     def identity(self) -> dict[str, str]:
         """What makes a build for this kernel different from another's."""
@@ -66,6 +68,8 @@ class Kernel:
             ident["zfs_license"] = self.zfs_license
         if self.zfs_gcov:
             ident["zfs_gcov"] = "GCOV_PROFILE=y"
+        if self.zfs_make:
+            ident["zfs_make"] = " ".join(self.zfs_make)
         for f in ("Module.symvers", ".config"):
             p = self.headers / f
             if p.exists():
@@ -88,6 +92,13 @@ def load_profile(name: str) -> Profile:
     if zfs.get("gcov") and not str(zfs.get("gcov_reason", "")).strip():
         raise KernelError(f"kernel profile {name}: [zfs] gcov needs a gcov_reason",
                           fix=f"say in {path} why OpenZFS is built with gcov for this kernel")
+    if zfs.get("make") and not str(zfs.get("make_reason", "")).strip():
+        raise KernelError(f"kernel profile {name}: [zfs] make needs a make_reason",
+                          fix=f"say in {path} why OpenZFS's make lines need it for this kernel")
+    bad = [a for a in zfs.get("make", ()) if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", str(a))]
+    if bad:
+        raise KernelError(f"kernel profile {name}: [zfs] make takes VAR=VALUE, not {bad}",
+                          fix='e.g. make = ["KCFLAGS=-DNAME=1"]')
     vm = data.get("vm", {})
     if vm.get("append") and not str(vm.get("reason", "")).strip():
         raise KernelError(f"kernel profile {name}: [vm] append needs a reason",
@@ -102,7 +113,8 @@ def load_profile(name: str) -> Profile:
                    vmlinuz=data.get("vmlinuz", ""), headers=data.get("headers", ""),
                    modules=data.get("modules", ""), build=build,
                    zfs_license=zfs.get("license", ""), zfs_gcov=bool(zfs.get("gcov", False)),
-                   append=tuple(str(a) for a in vm.get("append", ())))
+                   append=tuple(str(a) for a in vm.get("append", ())),
+                   zfs_make=tuple(str(a) for a in zfs.get("make", ())))
 
 
 def boot_append(profile: str) -> tuple[str, ...]:
@@ -271,4 +283,4 @@ def built_kernel(profile: Profile, allow_install: bool = True) -> Kernel:
     tree = Path(built.tree)
     return Kernel(profile.name, built.release, Path(built.vmlinuz), tree, tree,
                   Path(built.modules), zfs_license=profile.zfs_license,
-                  zfs_gcov=profile.zfs_gcov)
+                  zfs_gcov=profile.zfs_gcov, zfs_make=profile.zfs_make)

@@ -317,10 +317,11 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
             seconds["configure"] = time.monotonic() - t
         t = time.monotonic()
         gcov = coverage_flags.make_args(req.kernel)     # GCOV_PROFILE=y, or nothing
-        _run_logged(["make", f"-j{jobs}", *gcov, *req.targets], src, env, log,
+        kmake = (*gcov, *req.kernel.zfs_make)           # and what the kernel's profile needs
+        _run_logged(["make", f"-j{jobs}", *kmake, *req.targets], src, env, log,
                     f"make {' '.join(req.targets)}")
         if not req.zts:
-            _run_logged(["make", f"-j{jobs}", *gcov, "-C", "module"], src, env, log,
+            _run_logged(["make", f"-j{jobs}", *kmake, "-C", "module"], src, env, log,
                         "make modules" + (" (gcov)" if gcov else ""))
         if gcov:
             coverage_flags.check_instrumented(src, log)
