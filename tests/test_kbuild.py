@@ -139,10 +139,23 @@ def test_a_profile_boots_its_guests_with_its_append_and_says_why(tmp_path, monke
     from suite.build.kernel import boot_append
     assert boot_append("debian-6.1-debug") == ("kmemleak=on",)
     assert boot_append("debian-6.1") == () and boot_append("/boot/vmlinuz-x") == ()
+    from suite.build.kernel import slowdown
+    from suite.vm.accel import SCALE_ENV, Accel
+    assert slowdown("debian-6.1-debug") == 4 and slowdown("debian-6.1") == 1
+    tcg = Accel("tcg", 6.0, "no KVM")
+    monkeypatch.delenv(SCALE_ENV, raising=False)
+    slow = tcg.slowed(4, "debug")
+    assert slow.deadline(60) == 1440 and "x4 for debug" in slow.reason
+    assert tcg.slowed(1, "plain") is tcg
+    monkeypatch.setenv(SCALE_ENV, "9")
+    assert tcg.slowed(4, "debug") is tcg            # the user's factor is the whole one
     (tmp_path / "p.toml").write_text('name = "p"\n[vm]\nappend = ["x=1"]\n')
     monkeypatch.setattr(paths, "vmimages_dir", lambda: tmp_path)
     with pytest.raises(KernelError, match=r"\[vm\] append needs a reason"):
         boot_append("p")
+    (tmp_path / "q.toml").write_text('name = "q"\n[vm]\nslowdown = 3\n')
+    with pytest.raises(KernelError, match="slowdown_reason"):
+        slowdown("q")
 
 
 def test_same_inputs_same_key_and_every_input_changes_it(bench, monkeypatch):

@@ -45,6 +45,7 @@ class Profile:
     zfs_license: str = ""                       # [zfs] license: OpenZFS's META License for it
     zfs_gcov: bool = False                      # [zfs] gcov: OpenZFS's modules built with gcov
     append: tuple[str, ...] = ()                # [vm] append: its guests' kernel command line
+    slowdown: float = 1.0                       # [vm] slowdown: its guests' deadlines stretched
     zfs_make: tuple[str, ...] = ()              # [zfs] make: VAR=VALUE on OpenZFS's make lines
 
 
@@ -103,6 +104,12 @@ def load_profile(name: str) -> Profile:
     if vm.get("append") and not str(vm.get("reason", "")).strip():
         raise KernelError(f"kernel profile {name}: [vm] append needs a reason",
                           fix=f"say in {path} why every guest of this kernel boots with it")
+    slow = vm.get("slowdown", 1.0)
+    if not isinstance(slow, (int, float)) or slow < 1 or \
+            (slow != 1 and not str(vm.get("slowdown_reason", "")).strip()):
+        raise KernelError(f"kernel profile {name}: [vm] slowdown must be a number >= 1 with "
+                          f"a slowdown_reason, not {slow!r}",
+                          fix=f"say in {path} how much slower its guests are and why")
     build = kbuild.BuildSpec.from_toml(data.get("name", name), data["build"]) \
         if "build" in data else None
     return Profile(name=data.get("name", name), description=data.get("description", ""),
@@ -113,8 +120,16 @@ def load_profile(name: str) -> Profile:
                    vmlinuz=data.get("vmlinuz", ""), headers=data.get("headers", ""),
                    modules=data.get("modules", ""), build=build,
                    zfs_license=zfs.get("license", ""), zfs_gcov=bool(zfs.get("gcov", False)),
-                   append=tuple(str(a) for a in vm.get("append", ())),
+                   append=tuple(str(a) for a in vm.get("append", ())), slowdown=float(slow),
                    zfs_make=tuple(str(a) for a in zfs.get("make", ())))
+
+
+def slowdown(profile: str) -> float:
+    """How much slower than a distribution kernel its guests run (``[vm] slowdown``:
+    a debug kernel's instrumentation); 1 for a kernel given as a path."""
+    if not (paths.vmimages_dir() / f"{profile}.toml").exists():
+        return 1.0
+    return load_profile(profile).slowdown
 
 
 def boot_append(profile: str) -> tuple[str, ...]:

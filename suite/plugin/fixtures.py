@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from suite.build.kernel import slowdown
 from suite.build.pipeline import BuildOptions, build, options_from
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
@@ -95,6 +96,8 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
 def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
     # choose() warns once when KVM is unusable; pytest lists it in the summary.
     a = choose(run_ctx.config.getoption("accel"), Path(zfs_build.kernel["vmlinuz"]))
+    profile = zfs_build.kernel.get("profile", "")
+    a = a.slowed(slowdown(profile), f"kernel profile {profile}'s instrumentation")
     run_ctx.config.stash[DEADLINE_SCALE] = a.scale      # the per-case backstop scales too
     (run_ctx.run_dir / "accel.json").write_text(json.dumps(
         {"name": a.name, "scale": a.scale, "reason": a.reason}) + "\n")

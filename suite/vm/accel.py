@@ -53,6 +53,14 @@ class Accel:
     scale: float
     reason: str
 
+    def slowed(self, factor: float, why: str) -> "Accel":
+        """Deadlines stretched ``factor`` more for a slower kernel; never when the
+        user set ``OZFS_VMCI_DEADLINE_SCALE`` (their factor is the whole one)."""
+        if factor == 1 or os.environ.get(SCALE_ENV):
+            return self
+        return Accel(self.name, self.scale * factor,
+                     f"{self.reason}; x{factor:g} for {why}")
+
     def deadline(self, seconds: float) -> float:
         """``seconds`` measured under KVM, stretched for this accelerator."""
         return seconds * self.scale
