@@ -24,13 +24,15 @@ TIERS = ("auto", "quick", "full")
 INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # a gate's or `suite bugs`' side (sessions.py)
 
 
-def bug_selections() -> list[str]:
-    """The ``-k`` expression of each known bug that is run (not deferred)."""
+def bug_selections(kernel: str = "") -> list[str]:
+    """The ``-k`` expression of each known bug that is run (not deferred) on ``kernel``
+    (a run's ``--kernel``): a bug seen only on its own profile (KASAN) is kept only
+    there, since its case elsewhere would run blind."""
     from suite.source import series
     out = []
     for m in series.available().values():
         for b in m.bugs:
-            if b.cases and not b.deferred:
+            if b.cases and not b.deferred and b.kernel in ("", kernel):
                 out.append(" or ".join(f"({c})" for c in b.cases))
     return out
 
@@ -126,7 +128,8 @@ class TierPlugin:
         # runs (the classes compare them): only a session of its own swaps.
         stock = not config.getoption("series", None) and not os.environ.get(INNER_SESSION)
         # The manifests' bugs live in their series: a stock session keeps none of them.
-        kept = quick(items, [] if stock else bug_selections(), stock=stock)
+        kernel = str(config.getoption("kernel", "") or "")
+        kept = quick(items, [] if stock else bug_selections(kernel), stock=stock)
         drop = [i for i in items if i not in kept]
         if drop:
             config.hook.pytest_deselected(items=drop)
