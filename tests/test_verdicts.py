@@ -375,6 +375,35 @@ def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_p
         [("(t_eof)", ["--kernel", "debian-6.12"])] * 2
 
 
+def test_another_bug_of_the_same_commit_showing_first_is_named(tmp_path):
+    """317cbaa578 has both the iovec use-after-free (KASAN) and the uninitialised
+    fsync counter: a guest whose slab left garbage in the counter hangs in fsync
+    before any async write, and the row says whose symptom that was."""
+    import json as _json
+
+    from suite.report.knownbugs import judge_session
+    from suite.source.series import KnownBug
+    case = tmp_path / "run" / "cases" / "c"
+    case.mkdir(parents=True)
+    case.joinpath("verdict.json").write_text(_json.dumps({
+        "nodeid": "cases/t.py::test_pwritev_aligned[libaio-segs9-strict0]", "outcome": "failed",
+        "reason": "stuck", "symptoms": [
+            {"kind": "D-state", "detail": "python3 in zfs_fsync", "row": "",
+             "stack": ["cv_wait_common", "zfs_fsync", "zpl_fsync"]},
+            {"kind": "kernel:hung_task", "detail": "blocked for more than 122 seconds",
+             "row": "", "stack": []}]}))
+    fsync = KnownBug("fsync-hang-uninit-counter", "t", "a" * 40, "b" * 40, ("x",),
+                     SymptomSpec(("D-state",), stack=("zfs_fsync",),
+                                 also=("hang", "kernel:hung_task")))
+    other = KnownBug("eof", "t", "a" * 40, "b" * 40, ("y",), SymptomSpec(("error:EFAULT",)))
+    kasan = SymptomSpec(("kernel:kasan",), also=("taint:B",))
+    cases, problem = judge_session(kasan, tmp_path, 1, (other, fsync))
+    assert problem == "" and cases[0].status == "inconclusive"
+    assert "fsync-hang-uninit-counter's symptom, a bug of the same commit" in cases[0].why
+    alone, _ = judge_session(kasan, tmp_path, 1, (other,))
+    assert "same commit" not in alone[0].why
+
+
 def test_a_case_that_fails_itself_after_naming_its_symptom_adds_nothing_else():
     from suite.plugin.hooks import symptom_of_exception
     try:

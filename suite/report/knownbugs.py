@@ -87,10 +87,22 @@ class Outcome:
         return self.verdict in ("caught", "clean")
 
 
-def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None) -> tuple[list[CaseResult], str]:
-    """Judge every case's verdict.json under ``results`` against ``spec``."""
+def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None,
+                  neighbours: tuple[series.KnownBug, ...] = ()) -> tuple[list[CaseResult], str]:
+    """Judge every case's verdict.json under ``results`` against ``spec``.
+    ``neighbours``: the other known bugs of the same commit; an inconclusive case that
+    failed with one of their symptoms says which (a commit with two bugs may show
+    either first: a rerun may show the other)."""
     verdicts = [CaseVerdict.load(p) for p in sorted(results.glob("*/cases/*/verdict.json"))]
     cases = [CaseResult(v.nodeid, *judge_case(spec, v)) for v in verdicts]
+    for c, v in zip(cases, verdicts):
+        if c.status != "inconclusive":
+            continue
+        hit = next((n for n in neighbours if n.symptom is not None
+                    and judge_case(n.symptom, v)[0] == "caught"), None)
+        if hit is not None:
+            c.why = (f"{c.why}: that is {hit.id}'s symptom, a bug of the same commit that "
+                     f"showed first (run again to see this one)")
     problem = ""
     if junit_tests is None:
         problem = "the pytest session wrote no JUnit report (see pytest.log)"
@@ -182,7 +194,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             kernel = ["--kernel", b.kernel] if b.kernel else []
             tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results,
                                                   [*extra, *kernel])
-            o.cases, judged = judge_session(b.symptom, results, tests)
+            same = tuple(n for n in m.bugs if n.id != b.id and commit in (n.bad,))
+            o.cases, judged = judge_session(b.symptom, results, tests, same)
             o.problem, o.results = problem or judged, str(results)
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "
                   f"{o.count('inconclusive')} inconclusive, {o.count('skipped')} skipped "
