@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shlex
 import shutil
 import tarfile
 from dataclasses import asdict, dataclass, field
@@ -45,16 +46,47 @@ def gcda_dir(run_dir: Path, build_key: str) -> Path:
     return run_dir / "coverage" / "gcda" / build_key
 
 
+# One Python process reads every counter file: a cat and a mkdir per file (566
+# processes for OpenZFS's 283) took ~5 min in a KASAN guest under TCG.
+_PY_COPY = r"""
+import base64, io, os, sys, tarfile
+root, pattern = sys.argv[1], sys.argv[2]
+import fnmatch
+buf, n = io.BytesIO(), 0
+with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    for d, _, names in os.walk(root):
+        for name in sorted(names):
+            rel = "./" + os.path.relpath(os.path.join(d, name), root)
+            if not name.endswith(".gcda") or not fnmatch.fnmatch(rel, pattern):
+                continue
+            with open(os.path.join(d, name), "rb") as f:   # read to EOF: debugfs says 0 bytes
+                data = f.read()
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            n += 1
+    count = f"{n}\n".encode()
+    info = tarfile.TarInfo("./.count")
+    info.size = len(count)
+    tar.addfile(info, io.BytesIO(count))
+sys.stdout.write(base64.b64encode(buf.getvalue()).decode())
+"""
+
+
 def guest_script(root: str = GCOV_ROOT, path_filter: str = PATH_FILTER) -> str:
     """The one guest command: every ``.gcda`` under ``root`` matching ``path_filter``
-    read with ``cat`` (never tar straight from debugfs: its sizes read 0), then a
-    gzip tar of the copies, base64 on stdout. Exit 3: there is no gcov tree."""
+    read to its end (never tar straight from debugfs: its sizes read 0), as a gzip tar,
+    base64 on stdout: by one ``python3`` where the guest has it, else with ``cat`` per
+    file. Exit 3: there is no gcov tree."""
     return f"""set -o pipefail
 r={root}
 if [ ! -d "$r" ] && [ "$r" = {GCOV_ROOT} ] && ! mountpoint -q /sys/kernel/debug; then
   mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 fi
 [ -d "$r" ] || exit {NO_GCOV_RC}
+if command -v python3 >/dev/null; then
+  exec python3 -c {shlex.quote(_PY_COPY)} "$r" '{path_filter}'
+fi
 t=$(mktemp -d) || exit 1
 trap 'rm -rf "$t"' EXIT
 cd "$r" || exit 1
