@@ -137,7 +137,7 @@ def test_a_profile_gives_openzfs_make_its_variables_with_a_reason(tmp_path, monk
 def test_a_profile_boots_its_guests_with_its_append_and_says_why(tmp_path, monkeypatch):
     from suite import paths
     from suite.build.kernel import boot_append
-    assert boot_append("debian-6.1-debug") == ("kmemleak=on",)
+    assert boot_append("debian-6.1-debug") == ("kmemleak=on", "kasan_multi_shot")
     assert boot_append("debian-6.1") == () and boot_append("/boot/vmlinuz-x") == ()
     from suite.build.kernel import slowdown
     from suite.vm.accel import SCALE_ENV, Accel
