@@ -15,6 +15,19 @@ def test_junit_count(tmp_path):
     assert count(x) == (3, 2, 1, 1)
 
 
+def test_junit_counts_a_case_that_failed_in_teardown_once(tmp_path):
+    """pytest's totals say tests=2 errors=1 for a case whose call passed and whose
+    teardown (the after-case judge: a KASAN report) failed: one case, one error."""
+    x = tmp_path / "j.xml"
+    x.write_text('<testsuites><testsuite name="pytest" errors="1" failures="0" skipped="0" '
+                 'tests="2"><testcase classname="c" name="t[a]"><error message="failed on '
+                 'teardown"/></testcase><testcase classname="c" name="t[b]"/>'
+                 '<testcase classname="c" name="t[c]"><skipped/></testcase>'
+                 '<testcase classname="c" name="t[d]"><failure/><error/></testcase>'
+                 '</testsuite></testsuites>')
+    assert count(x) == (1, 1, 1, 1)
+
+
 def test_kernel_without_headers_names_the_package(tmp_path):
     img = tmp_path / "vmlinuz-6.1.0-99-amd64"
     img.write_bytes(b"x")

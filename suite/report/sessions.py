@@ -32,10 +32,24 @@ def count(junit: Path) -> tuple[int, int, int, int]:
     for su in suites:
         if (su.get("name") or "").startswith("zts-"):   # ZTS tests: no verdict.json
             continue
-        t += int(su.get("tests", 0))
-        f += int(su.get("failures", 0))
-        e += int(su.get("errors", 0))
-        s += int(su.get("skipped", 0))
+        cases = list(su.iter("testcase"))
+        if not cases:                       # totals only
+            t += int(su.get("tests", 0))
+            f += int(su.get("failures", 0))
+            e += int(su.get("errors", 0))
+            s += int(su.get("skipped", 0))
+            continue
+        # One per case: pytest's totals count a case that passed and then failed in
+        # its teardown (the guest judged after it) twice, as a pass and an error.
+        for tc in cases:
+            tags = {c.tag for c in tc}
+            t += 1
+            if "failure" in tags:
+                f += 1
+            elif "error" in tags:
+                e += 1
+            elif "skipped" in tags:
+                s += 1
     return t - f - e - s, f, e, s
 
 
