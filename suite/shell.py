@@ -16,13 +16,13 @@ from suite import paths
 from suite.build.pipeline import BuildOptions, build
 from suite.guest.ssh import virtme_key
 from suite.guest.zfs import PoolSpec, Zfs
-from suite.vm.accel import choose
+from suite.vm.accel import for_build
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 
 
 def run_shell(opts: BuildOptions, accel: str = "auto", nvme: int = 2, keep: bool = False) -> int:
     record, _ = build(opts)
-    a = choose(accel, Path(record.kernel["vmlinuz"]))
+    a = for_build(accel, record.kernel)
     workdir = paths.results_root() / f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
     vm = VM(VMSpec(kernel_image=Path(record.kernel["vmlinuz"]), accel=a, workdir=workdir,
                    nvme=NvmeSpec(count=nvme), name="ozfs-shell"))

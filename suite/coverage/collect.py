@@ -49,9 +49,8 @@ def gcda_dir(run_dir: Path, build_key: str) -> Path:
 # One Python process reads every counter file: a cat and a mkdir per file (566
 # processes for OpenZFS's 283) took ~5 min in a KASAN guest under TCG.
 _PY_COPY = r"""
-import base64, io, os, sys, tarfile
+import base64, fnmatch, io, os, sys, tarfile
 root, pattern = sys.argv[1], sys.argv[2]
-import fnmatch
 buf, n = io.BytesIO(), 0
 with tarfile.open(fileobj=buf, mode="w:gz") as tar:
     for d, _, names in os.walk(root):

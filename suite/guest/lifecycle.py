@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
@@ -146,6 +147,11 @@ class Guests:
     rules: Rules = field(default_factory=load_rules)   # vmimages/kstat-rules.toml
     capabilities_recorded: bool = False
 
+    @cached_property
+    def profile_append(self) -> tuple[str, ...]:
+        """The kernel profile's ``[vm] append``: read once, used at every boot."""
+        return boot_append(self.record.kernel.get("profile", ""))
+
     def acquire(self, shape: GuestShape, log: Path, untraced: bool = False) -> ZfsGuest:
         """A fit guest of ``shape`` with the build loaded and verified (srcversion);
         ``untraced``: one with no kprobes armed (a benchmark's timings)."""
@@ -208,8 +214,7 @@ class Guests:
             workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
             memory=shape.memory, cpus=shape.cpus,
             nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
-            append=[*BASE_APPEND, *boot_append(self.record.kernel.get("profile", "")),
-                    *shape.append],
+            append=[*BASE_APPEND, *self.profile_append, *shape.append],
             name=f"ozfs-{self.worker}-{self.boots}")
         vm = VM(spec)
         try:

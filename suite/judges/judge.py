@@ -112,7 +112,7 @@ def judge_kmemleak(after: Snapshot, j: Judgement) -> None:
     j.checked.append(f"kmemleak ({len(ours)} OpenZFS, {len(leaks) - len(ours)} other)")
     by_module: dict[str, list[kmemleak.Leak]] = {}
     for lk in ours:
-        by_module.setdefault(lk.module or "", []).append(lk)
+        by_module.setdefault(str(lk.module), []).append(lk)
     for module, group in by_module.items():
         first = group[0]
         j.findings.append(Finding(

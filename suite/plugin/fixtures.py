@@ -17,7 +17,6 @@ from typing import Callable, Iterator
 
 import pytest
 
-from suite.build.kernel import slowdown
 from suite.build.pipeline import BuildOptions, build, options_from
 from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
@@ -29,7 +28,7 @@ from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom, settled
-from suite.vm.accel import Accel, choose
+from suite.vm.accel import Accel, for_build
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
 
@@ -94,10 +93,8 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
 
 @pytest.fixture(scope="session")
 def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
-    # choose() warns once when KVM is unusable; pytest lists it in the summary.
-    a = choose(run_ctx.config.getoption("accel"), Path(zfs_build.kernel["vmlinuz"]))
-    profile = zfs_build.kernel.get("profile", "")
-    a = a.slowed(slowdown(profile), f"kernel profile {profile}'s instrumentation")
+    # for_build() (choose()) warns once when KVM is unusable; pytest lists it in the summary.
+    a = for_build(run_ctx.config.getoption("accel"), zfs_build.kernel)
     run_ctx.config.stash[DEADLINE_SCALE] = a.scale      # the per-case backstop scales too
     (run_ctx.run_dir / "accel.json").write_text(json.dumps(
         {"name": a.name, "scale": a.scale, "reason": a.reason}) + "\n")

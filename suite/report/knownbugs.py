@@ -194,7 +194,7 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
             kernel = ["--kernel", b.kernel] if b.kernel else []
             tests, problem, o.seconds = run_cases(["-k", k, "--series", sel], results,
                                                   [*extra, *kernel])
-            same = tuple(n for n in m.bugs if n.id != b.id and commit in (n.bad,))
+            same = tuple(n for n in m.bugs if n.id != b.id and n.bad == commit)
             o.cases, judged = judge_session(b.symptom, results, tests, same)
             o.problem, o.results = problem or judged, str(results)
             print(f"<== {o.verdict} ({o.count('caught')} caught, {o.count('passed')} passed, "

@@ -234,7 +234,7 @@ def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
 
     from suite.build.pipeline import build
     from suite.guest.lifecycle import Guests, GuestShape
-    from suite.vm.accel import choose
+    from suite.vm.accel import for_build
     sh = case_dir / "repro" / "repro.sh"
     if not sh.exists():
         from suite.errors import SuiteError
@@ -247,7 +247,7 @@ def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
         shape = GuestShape(**{**d, "lbs": tuple(d["lbs"]) if isinstance(d.get("lbs"), list)
                               else d.get("lbs", 4096), "append": tuple(d.get("append", ()))})
     record, _ = build(opts)
-    a = choose(accel, Path(record.kernel["vmlinuz"]))
+    a = for_build(accel, record.kernel)
     run_dir = paths.results_root() / f"repro-{time.strftime('%Y%m%d-%H%M%S')}"
     guests = Guests(run_dir, "repro", a, record)
     try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from suite.build.kernel import slowdown
 from suite.errors import VMError
 from suite.locks import file_lock
 from suite.paths import cache_root
@@ -296,3 +297,12 @@ def choose(requested: str = "auto", kernel: Path | str = "") -> Accel:
                       fix="run with --accel tcg (or auto); on a VM host enable nested virtualisation")
     _warn_once(result.reason)
     return make("tcg", f"KVM unusable: {result.reason}")
+
+
+def for_build(requested: str, kernel: dict) -> Accel:
+    """:func:`choose` for a build record's kernel (``BuildRecord.kernel``), its
+    profile's ``[vm] slowdown`` applied: what every caller that boots a build's
+    guests uses (the pytest fixture, ``suite repro``, ``suite shell``)."""
+    profile = kernel.get("profile", "")
+    return choose(requested, Path(kernel["vmlinuz"])).slowed(
+        slowdown(profile), f"kernel profile {profile}'s instrumentation")
