@@ -148,10 +148,12 @@ def test_write_barrier_not_satisfied_by_later_write(zfs_guest, pool, engine, acc
     delay = accel.deadline(8)
     held = hold(z, engine, one, "base", SIZE, delay, "async", accel.scale, length=W)
     late = f"{one}:{W}:{W}:w2" if barrier == "fsync" else f"{two}:0:{W}:w2"
+    # Settled, the held read's handler would hold every read-back too (100 s here).
     run = run_inflight(engine, ["--write", f"{one}:0:{W}:w1", "--late", late,
                                 "--barrier", barrier, "--barrier-after-ms", "300",
                                 "--late-after-ms", "300", "--base-seed", "base"],
-                       delay * 3 + accel.deadline(30))
+                       delay * 3 + accel.deadline(30),
+                       on_settled=lambda: z.zinject("-c", "all", check=False))
     read = held.wait(accel.deadline(30))
     z.zinject("-c", "all", check=False)
     _armed(run, 1, case_dir)

@@ -72,13 +72,16 @@ def test_async_read_not_blocked_by_held_writes(zfs_guest, pool, engine, accel, g
                            "--deadline-s", str(int(delay * (n + 2))), timeout=delay * (n + 4))
     writes_still_held = not h.done
     done = next((e for e in lines if e.get("event") in ("completed", "timeout")), {})
+    # What the case proves is settled: let the rest go. Each held write reads its
+    # record first (read-modify-write), and each such read waited out the delay
+    # in turn: 293 s of waiting on Linux 6.12 under TCG with the handler left armed.
+    z.zinject("-c", "all", check=False)
     lock.wait(delay * 4)
     h.wait(delay * (n + 4) + accel.deadline(60))      # the writes finish before the case ends
     (case_dir / "armed.txt").write_text(
         f"{len(probe['outstanding'])} writes held behind a {2 * delay:.0f} s range lock on "
         f"{depth} workers ({'; '.join(lock.proof)}); read: {done}; writes still held after "
         f"it: {writes_still_held}\n")
-    z.zinject("-c", "all", check=False)
     bound = delay / 2
     if done.get("event") != "completed":
         symptom("starved", f"the async read did not complete: {done}")

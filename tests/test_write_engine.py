@@ -5,6 +5,7 @@ the engine runs as a subprocess against a host filesystem that accepts O_DIRECT.
 from __future__ import annotations
 
 import errno
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def test_inflight_reports_barrier_between_writes_and_block_owners(ddir: Path):
     assert names[0] == "submitted" and names[-1] == "done"
     assert names.index("probe") < names.index("barrier-start") < names.index("late-submitted")
     assert "barrier-end" in names
+    # settled (the host may release what held the writes) comes before the read-back
+    assert names.index("barrier-end") < names.index("settled") == len(names) - 2
     done = ev[-1]
     assert [w["res"] for w in done["writes"] + done["late"]] == [2 * REC, REC, REC]
     owners = {(c["offset"], c["len"]): c["blocks"] for c in done["contents"]}
@@ -38,6 +41,23 @@ def test_inflight_reports_barrier_between_writes_and_block_owners(ddir: Path):
                      "--seed", "c", "--base-seed", "base")
     assert o["blocks"][1] == "a" and o["blocks"][3] == "base"
     assert o["blocks"][2] == "?"          # b's bytes: not among the seeds asked about
+
+
+def test_inflight_reads_back_only_after_the_go_ahead(ddir: Path):
+    need("libaio")
+    f = make_file(ddir, "go.bin", 2 * REC, "base")
+    go = ddir / "go-ahead"
+    t0 = time.monotonic()
+    _, ev = engine("inflight", "--write", f"{f}:0:{REC}:a", "--read-back-after", str(go),
+                   "--read-back-wait-s", "2", "--base-seed", "base")
+    assert time.monotonic() - t0 >= 2       # waited its 2 s for a file that never came
+    assert [e["event"] for e in ev][-2:] == ["settled", "done"]
+    assert ev[-1]["contents"][0]["blocks"] == ["a"]     # then read back all the same
+    go.touch()
+    t0 = time.monotonic()
+    engine("inflight", "--write", f"{f}:0:{REC}:b", "--read-back-after", str(go),
+           "--read-back-wait-s", "30", "--base-seed", "base")
+    assert time.monotonic() - t0 < 15       # there already: no wait
 
 
 def test_append_lands_records_in_order_and_rlimit_cuts_the_second(ddir: Path):

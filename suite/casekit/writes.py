@@ -232,9 +232,17 @@ class Inflight:
 
 def run_inflight(engine: EngineRunner, args: list[str], deadline_s: float,
                  on_barrier_end: Callable[[dict], None] | None = None,
-                 name: str = "inflight") -> Inflight:
+                 name: str = "inflight",
+                 on_settled: Callable[[], None] | None = None) -> Inflight:
     """Run ``inflight`` in the background; call ``on_barrier_end`` the moment the
-    barrier returns (e.g. to cut the power); return the events seen."""
+    barrier returns (e.g. to cut the power), ``on_settled`` once every write and
+    the barrier are done and before the engine reads the ranges back (e.g. to
+    clear the zinject delay that held them); return the events seen."""
+    go = f"/tmp/ozfs-engine/{name}-read-back"     # the engine reads back once it exists
+    if on_settled is not None:
+        engine.guest.run(f"mkdir -p /tmp/ozfs-engine; rm -f {go}", timeout=30 * engine.scale)
+        args = [*args, "--read-back-after", go,
+                "--read-back-wait-s", str(int(60 * engine.scale))]
     h = engine.background("inflight", *args, "--deadline-s", str(int(deadline_s)))
     run = Inflight()
     fired = False
@@ -242,6 +250,12 @@ def run_inflight(engine: EngineRunner, args: list[str], deadline_s: float,
     while time.monotonic() < stop:
         out, _ = h.output_so_far()
         run.events = parse_lines(out)
+        if on_settled is not None and run.first("settled") is not None:
+            try:
+                on_settled()
+            finally:
+                engine.guest.run(f"touch {go}", timeout=30 * engine.scale)
+            on_settled = None
         end = run.first("barrier-end")
         if end is not None and not fired and on_barrier_end is not None:
             fired = True

@@ -10,8 +10,9 @@ while a write the barrier should have waited for is still held).
 ``probe`` (which writes were still outstanding when the barrier started: the
 proof the overlap was real), ``barrier-start``, ``late-submitted``,
 ``barrier-end`` (t, error, the writes submitted before it still outstanding),
-``completion`` (tag, res, t), then ``done`` with every write's outcome and
-which write's bytes each 4 KiB block of each written range holds afterwards.
+``completion`` (tag, res, t), ``settled`` (every write and the barrier done,
+before the read-back, which waits for ``--read-back-after``'s file), then ``done`` with every write's outcome and which
+write's bytes each 4 KiB block of each written range holds afterwards.
 """
 from __future__ import annotations
 
@@ -176,6 +177,16 @@ def block_owners(path: str, offset: int, length: int, writes: list[WriteSpec],
     return owners
 
 
+def _wait_for_file(path: str, wait_s: float) -> bool:
+    """Wait until ``path`` exists (the host's go-ahead), at most ``wait_s``."""
+    stop = time.monotonic() + wait_s
+    while not os.path.exists(path):
+        if time.monotonic() >= stop:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def cmd_inflight(args: argparse.Namespace) -> int:
     clock = Clock()
     writes = [WriteSpec.parse(s) for s in args.write]
@@ -246,6 +257,11 @@ def cmd_inflight(args: argparse.Namespace) -> int:
         w.close(abandon=True)
         return EXIT_TIMEOUT
     w.close(abandon=False)
+    # Every write and the barrier are done: the host may release what held them
+    # (a zinject delay on reads would otherwise hold each read-back below too).
+    emit({"event": "settled", "t": clock.now()})
+    if args.read_back_after:
+        _wait_for_file(args.read_back_after, args.read_back_wait_s)
     ranges = sorted({(x.path, x.offset, x.length) for x in writes + late})
     out["contents"] = []
     for p, o, n in ranges:
@@ -366,6 +382,11 @@ def add_commands(sub: Any) -> None:
                    help="space the late writes this far apart (0: all at once)")
     i.add_argument("--base-seed", default=None, help="seed of the files' original content")
     i.add_argument("--deadline-s", type=float, default=120.0)
+    i.add_argument("--read-back-after", default=None, metavar="PATH",
+                   help="once settled, wait for PATH to exist before reading the ranges back "
+                        "(the host releases what held the writes first)")
+    i.add_argument("--read-back-wait-s", type=float, default=60.0,
+                   help="wait at most this long for --read-back-after")
     i.set_defaults(func=cmd_inflight)
 
     a = sub.add_parser("append", help="K O_APPEND O_DIRECT writes in one submission")
