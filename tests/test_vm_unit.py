@@ -173,3 +173,26 @@ def test_every_guest_skips_the_timer_check_a_busy_tcg_host_fails(tmp_path: Path)
     cmd = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=0))).vng_command(40124)
     pairs = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--append"]
     assert "no_timer_check" in pairs and "sysrq_always_enabled" in pairs
+
+
+class _ListingGuest:
+    """A guest whose NVMe listing shows the second disk only from its second answer."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def run(self, script: str, timeout: float):
+        self.asked += 1
+        out = "nvme0n1 zt0\n" + ("nvme1n1 zt1\n" if self.asked > 1 else "")
+        return type("R", (), {"stdout": out})()
+
+
+def test_nvme_map_is_asked_until_whole_then_kept_for_the_boot(tmp_path: Path) -> None:
+    v = vm.VM(_spec(tmp_path, nvme=NvmeSpec(count=2, size_mib=8)))
+    g = _ListingGuest()
+    v.guest = lambda: g                                  # type: ignore[method-assign]
+    want = {"zt0": "/dev/nvme0n1", "zt1": "/dev/nvme1n1"}
+    assert v.nvme_devices(timeout=30) == want and g.asked == 2     # waited for zt1
+    assert v.nvme_devices() == want and g.asked == 2               # kept: no round trip
+    v.nvme_devices()["zt0"] = "changed"                            # a copy, not the memo
+    assert v.nvme_devices() == want
