@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,21 @@ from pathlib import Path
 from suite.errors import VMError
 
 DISK_MARGIN_MIB = 256
+
+# In the guest: "<namespace> <serial>" for each NVMe namespace (not the controllers).
+NVME_LISTING = ("modprobe nvme 2>/dev/null; for d in /sys/block/nvme*; do "
+                "case ${d##*/} in nvme*c*) continue;; esac; "
+                "[ -r $d/device/serial ] && echo \"${d##*/} $(cat $d/device/serial)\"; done; true")
+
+
+def parse_nvme_listing(out: str) -> dict[str, str]:
+    """{serial: '/dev/nvmeXn1'} from NVME_LISTING's output."""
+    found = {}
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and re.fullmatch(r"nvme\d+n\d+", parts[0]):
+            found[parts[1].strip()] = f"/dev/{parts[0]}"
+    return found
 
 
 @dataclass(frozen=True)

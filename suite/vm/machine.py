@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -37,8 +36,8 @@ from suite.guest.ssh import Guest
 from suite.vm import console
 from suite.vm.accel import Accel
 from suite.vm.console import PANIC_KINDS, ConsoleWatcher
-from suite.vm.disks import (NvmeSpec, check_disk_space, create_sparse, nvme_qemu_opts,
-                            supports_odirect)
+from suite.vm.disks import (NVME_LISTING, NvmeSpec, check_disk_space, create_sparse,
+                            nvme_qemu_opts, parse_nvme_listing, supports_odirect)
 from suite.vm.monitor import Monitor
 from suite.vm.ports import (PortLease, group_alive, group_listens, group_pids, lease_port,
                             port_listening)
@@ -483,17 +482,10 @@ class VM:
         want = {d.serial for d in self.spec.nvme.disks()}
         timeout = timeout if timeout is not None else self.spec.accel.deadline(20)
         deadline = time.monotonic() + timeout
-        script = ("modprobe nvme 2>/dev/null; for d in /sys/block/nvme*; do "
-                  "case ${d##*/} in nvme*c*) continue;; esac; "
-                  "[ -r $d/device/serial ] && echo \"${d##*/} $(cat $d/device/serial)\"; done; true")
         found: dict[str, str] = {}
         while True:
-            r = self.guest().run(script, timeout=max(5.0, deadline - time.monotonic()))
-            found = {}
-            for line in r.stdout.splitlines():
-                parts = line.split(None, 1)
-                if len(parts) == 2 and re.fullmatch(r"nvme\d+n\d+", parts[0]):
-                    found[parts[1].strip()] = f"/dev/{parts[0]}"
+            r = self.guest().run(NVME_LISTING, timeout=max(5.0, deadline - time.monotonic()))
+            found = parse_nvme_listing(r.stdout)
             if want <= found.keys() or time.monotonic() > deadline:
                 break
             time.sleep(1.0)
