@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.errors import SuiteError
+from suite.report import upstream
 from suite.report.page.disk import (build_row, case_from_junit, case_from_verdict,
                                     fill_from_folder, is_session, junit_cases, junit_seconds,
                                     minutes, read_json, session_label, sessions_under,
@@ -40,6 +41,17 @@ def describe_counts(cases: list[Case]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(n.items(), key=lambda kv: -kv[1]))
 
 
+def known_split(fails: list[Case]) -> str:
+    """", all N known upstream findings" / " (K known upstream findings, M new)" / ""."""
+    known = sorted({c.known for c in fails if c.known})
+    n = sum(1 for c in fails if c.known)
+    if not n:
+        return ""
+    if n == len(fails):
+        return f", all known upstream findings ({', '.join(known)}): none new"
+    return f" ({n} known upstream findings: {', '.join(known)}; {len(fails) - n} new)"
+
+
 def run_verdict(cases: list[Case], problems: list[str]) -> Verdict:
     """A run's verdict: a part missing or a case that proved nothing is inconclusive,
     a case that failed with a finding fails it, and a run with no case is never green."""
@@ -54,7 +66,7 @@ def run_verdict(cases: list[Case], problems: list[str]) -> Verdict:
                        problems + why)
     if fails:
         more = f", {len(inconclusive)} inconclusive" if inconclusive else ""
-        return Verdict("fail", f"{len(fails)} case(s) failed{more}", why)
+        return Verdict("fail", f"{len(fails)} case(s) failed{known_split(fails)}{more}", why)
     if inconclusive:
         return Verdict("inconclusive", f"{len(inconclusive)} case(s) proved nothing", why)
     if not cases:
@@ -103,6 +115,7 @@ def plain(root: Path, junit: Path | None = None) -> Page:
     sessions = sessions_under(root)
     junit = junit or (root / "junit.xml" if (root / "junit.xml").exists() else None)
     cases = side_cases(sessions, junit)
+    upstream.mark(cases)
     label = session_label(sessions[0]) if len(sessions) == 1 else \
         f"{root.name} ({len(sessions)} sessions)"
     page = Page("plain", f"run {label}", root, run_verdict(cases, []), cases=cases)
@@ -222,6 +235,7 @@ def merged(root: Path, shards: list[Path], expected: int) -> Page:
             times.append((folder.name, minutes(junit_seconds(xml))))
     if len(shards) < expected:
         problems.append(f"{expected - len(shards)} of {expected} shards are missing")
+    upstream.mark(cases)
     page = Page("merged", f"{len(shards)} shards merged", root, run_verdict(cases, problems),
                 sides=("shard",), cases=cases, times=times, sessions=sides)
     page.builds = [b for b in (build_row(s, ss) for s, ss in sides) if b]

@@ -96,6 +96,7 @@ class Case:
     output: str = ""                     # a non-VM case's failure text (from JUnit)
     seconds: float = 0.0
     group: str = ""                      # JUnit testsuite it belongs to
+    known: str = ""                      # a known upstream finding's id (suite/report/upstream.py)
 
     @property
     def failing(self) -> bool:
