@@ -83,6 +83,18 @@ def test_expect_path_names_the_wrong_path():
     assert check(buffered, _trial(0, 1)) is None            # writeback decides: bytes only
 
 
+def test_a_request_over_one_bio_may_split_into_a_direct_block_and_an_arc_tail():
+    on, off = zconditions()[0], zconditions()[-1]
+    big = Shape("block+4k", 0, total=(1 << 20) + 4096)
+    check = expect_path("write", big, 1 << 20)
+    assert check(on, _trial(0, 1)) is None                  # whole: not eligible
+    assert check(on, _trial(1, 1)) is None                  # split: 1 MiB bio direct
+    assert check(on, _trial(1, 0)).kind == "served-by-DIO"  # all direct: never right
+    assert check(off, _trial(1, 1)).kind == "served-by-DIO"  # dio=0: no bio goes direct
+    small = Shape("b+512", 0, total=4096 + 512)             # one bio: no excuse
+    assert expect_path("write", small, 4096)(on, _trial(1, 1)).kind == "served-by-DIO"
+
+
 def test_page_cache_trials_are_flushed_inside_the_trial(ddir: Path):
     f = make_file(ddir, "buffered.bin", 8 * PAGE, "base")
     seg = [{"len": PAGE, "page_offset": 0}]
