@@ -11,8 +11,9 @@ while a write the barrier should have waited for is still held).
 proof the overlap was real), ``barrier-start``, ``late-submitted``,
 ``barrier-end`` (t, error, the writes submitted before it still outstanding),
 ``completion`` (tag, res, t), ``settled`` (every write and the barrier done,
-before the read-back, which waits for ``--read-back-after``'s file), then ``done`` with every write's outcome and which
-write's bytes each 4 KiB block of each written range holds afterwards.
+before the read-back, which waits for ``--read-back-after``'s file), then ``done``
+with every write's outcome and which write's bytes each 4 KiB block of each written
+range holds afterwards.
 """
 from __future__ import annotations
 

@@ -42,7 +42,8 @@ def describe_counts(cases: list[Case]) -> str:
 
 
 def known_split(fails: list[Case]) -> str:
-    """", all N known upstream findings" / " (K known upstream findings, M new)" / ""."""
+    """What the headline adds about known upstream findings among ``fails``:
+    ", all known upstream findings (ids): none new", " (K known ...: ids; M new)" or ""."""
     known = sorted({c.known for c in fails if c.known})
     n = sum(1 for c in fails if c.known)
     if not n:
