@@ -44,6 +44,7 @@ from suite.vm.console import ConsoleWatcher, Finding
 # A user process killed by a trap mid-I/O counts: what it left in flight (a
 # `zpool` in D state at 39991b06f) only ends at the deadline.
 TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic", "user_trap"})
+from suite.vm.cpus import WANT
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 from suite.vm.vng import BASE_APPEND
 
@@ -64,7 +65,7 @@ class GuestShape:
     lbs: int | tuple[int, ...] = 4096
     size_mib: int = 1024
     memory: str = "4G"
-    cpus: int = 2
+    cpus: int | None = None             # None: the run's choice (suite/vm/cpus.py)
     append: tuple[str, ...] = ()        # extra kernel command line (e.g. slub_debug=...)
 
 
@@ -97,6 +98,10 @@ class ZfsGuest:
     def traced(self) -> bool:
         """Kprobes are armed: every hit on their functions takes a trap."""
         return bool(self.probes and self.probes.symbols)
+
+    def booted_shape(self) -> GuestShape:
+        """The shape with what its guest was booted with filled in (the vCPUs)."""
+        return replace(self.shape, cpus=self.vm.spec.cpus)
 
     def latest(self) -> "ZfsGuest":
         """This guest, or the one that took over its disks after a power cut."""
@@ -146,6 +151,7 @@ class Guests:
     kept: list[VM] = field(default_factory=list)
     rules: Rules = field(default_factory=load_rules)   # vmimages/kstat-rules.toml
     capabilities_recorded: bool = False
+    cpus: int = WANT                    # vCPUs of a guest whose shape does not say
 
     @cached_property
     def profile_append(self) -> tuple[str, ...]:
@@ -212,7 +218,7 @@ class Guests:
         spec = spec or VMSpec(
             kernel_image=Path(self.record.kernel["vmlinuz"]), accel=self.accel,
             workdir=self.run_dir / "vms" / f"{self.worker}-{self.boots}",
-            memory=shape.memory, cpus=shape.cpus,
+            memory=shape.memory, cpus=shape.cpus or self.cpus,
             nvme=NvmeSpec(count=shape.nvme, size_mib=shape.size_mib, lbs=shape.lbs),
             append=[*BASE_APPEND, *self.profile_append, *shape.append],
             name=f"ozfs-{self.worker}-{self.boots}")

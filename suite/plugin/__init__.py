@@ -7,5 +7,6 @@ from suite.plugin.fixtures import (accel, case_dir, dio, engine, guests, pool,  
                                    run_ctx, symptom, zdio, zfs_build, zfs_guest)
 from suite.plugin.hooks import (pytest_addoption, pytest_collection_finish,  # noqa: F401
                                 pytest_collection_modifyitems, pytest_configure,
-                                pytest_configure_node, pytest_deselected, pytest_runtest_call,
+                                pytest_configure_node, pytest_deselected, pytest_report_header,
+                                pytest_runtest_call,
                                 pytest_runtest_makereport, pytest_terminal_summary)

@@ -28,6 +28,7 @@ from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom, settled
+from suite.vm import cpus as guest_cpus
 from suite.vm.accel import Accel, for_build
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
@@ -104,7 +105,9 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
 @pytest.fixture(scope="session")
 def guests(run_ctx: RunCtx, accel: Accel, zfs_build: BuildRecord) -> Iterator[Guests]:
     """The worker's guests (one at a time, reused while fit)."""
-    g = Guests(run_ctx.run_dir, run_ctx.worker, accel, zfs_build, keep_failed=run_ctx.keep_vm)
+    cpus = guest_cpus.choose(run_ctx.config.getoption("guest_cpus"), guest_cpus.xdist_workers())
+    g = Guests(run_ctx.run_dir, run_ctx.worker, accel, zfs_build, keep_failed=run_ctx.keep_vm,
+               cpus=cpus.count)
     yield g
     for line in g.close():
         print("\n" + line)
@@ -137,7 +140,8 @@ def zfs_guest(request: pytest.FixtureRequest, zfs_build: BuildRecord, guests: Gu
         g = guests.acquire(run_shape(item), case_dir / "commands.log", untraced=untraced)
     except SuiteError as e:
         pytest.fail(f"no guest with the build under test:\n{e}", pytrace=False)
-    (case_dir / "guest-shape.json").write_text(json.dumps(asdict(run_shape(item))) + "\n")
+    # The shape as booted (its vCPUs resolved): what `suite repro` boots again.
+    (case_dir / "guest-shape.json").write_text(json.dumps(asdict(g.booted_shape())) + "\n")
     (case_dir / "srcversion.txt").write_text(
         "".join(f"{m} {v}\n" for m, v in g.loaded.items()) +
         f"build {zfs_build.key} {zfs_build.source['describe']}\n")

@@ -30,6 +30,7 @@ from suite.explore.options import add_explore_options
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
+from suite.vm import cpus
 
 MARKERS = [
     "vm: needs a virtme-ng guest (boots or reuses one per xdist worker)",
@@ -92,6 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="boot every guest with the kernel's own memory poisoning (init_on_free, "
                      "page_poison, slub_debug=FZP: suite/guest/lifecycle.py POISON), so a "
                      "use-after-free that leaves the bytes right reads poison; slower")
+    g.addoption("--guest-cpus", default=None, metavar="N|auto",
+                help="vCPUs of each guest (default auto, or OZFS_VMCI_GUEST_CPUS: 2, fewer when "
+                     "the workers' guests would have more vCPUs than the host has cores; a "
+                     "case's guest(cpus=N) marker wins: suite/vm/cpus.py)")
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
@@ -104,7 +109,21 @@ def _run_label(config: pytest.Config) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", series.replace("@", "-at-"))[:60]
 
 
+def guest_cpus_of(config: pytest.Config) -> "cpus.GuestCpus":
+    """vCPUs per guest by the controller's ``-n`` (a worker's ``guests`` fixture: its env)."""
+    n = getattr(config.option, "numprocesses", None)
+    try:
+        return cpus.choose(config.getoption("guest_cpus", None), n if isinstance(n, int) else 1)
+    except SuiteError as e:
+        raise pytest.UsageError(str(e)) from e
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"ozfs-vmci: {guest_cpus_of(config).line()}"]
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    guest_cpus_of(config)                   # a bad --guest-cpus stops the run here
     trials = config.getoption("trials", None)
     if trials is not None and trials < 1:
         raise pytest.UsageError(f"--trials {trials}: a case needs at least 1 trial per "
