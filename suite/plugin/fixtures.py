@@ -26,9 +26,8 @@ from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
 from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
-from suite.plugin.hooks import DEADLINE_SCALE, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
+from suite.plugin.hooks import DEADLINE_SCALE, GUEST_CPUS, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
 from suite.report.symptoms import Symptom, settled
-from suite.vm import cpus as guest_cpus
 from suite.vm.accel import Accel, for_build
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
@@ -105,9 +104,8 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
 @pytest.fixture(scope="session")
 def guests(run_ctx: RunCtx, accel: Accel, zfs_build: BuildRecord) -> Iterator[Guests]:
     """The worker's guests (one at a time, reused while fit)."""
-    cpus = guest_cpus.choose(run_ctx.config.getoption("guest_cpus"), guest_cpus.xdist_workers())
     g = Guests(run_ctx.run_dir, run_ctx.worker, accel, zfs_build, keep_failed=run_ctx.keep_vm,
-               cpus=cpus.count)
+               cpus=run_ctx.config.stash[GUEST_CPUS].count)
     yield g
     for line in g.close():
         print("\n" + line)

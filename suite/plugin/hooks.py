@@ -60,6 +60,7 @@ MARKERS = [
 CASE_MARK = "ozfs_case"          # set on items that use the build under test
 DEFAULT_CASE_DEADLINE = float(os.environ.get("OZFS_VMCI_CASE_DEADLINE", "300"))
 DEADLINE_SCALE = pytest.StashKey[float]()
+GUEST_CPUS = pytest.StashKey["cpus.GuestCpus"]()
 INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # set by suite/report/sessions.py run_cases
 
 
@@ -109,21 +110,18 @@ def _run_label(config: pytest.Config) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", series.replace("@", "-at-"))[:60]
 
 
-def guest_cpus_of(config: pytest.Config) -> "cpus.GuestCpus":
-    """vCPUs per guest by the controller's ``-n`` (a worker's ``guests`` fixture: its env)."""
-    n = getattr(config.option, "numprocesses", None)
-    try:
-        return cpus.choose(config.getoption("guest_cpus", None), n if isinstance(n, int) else 1)
-    except SuiteError as e:
-        raise pytest.UsageError(str(e)) from e
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"ozfs-vmci: {guest_cpus_of(config).line()}"]
+    return [f"ozfs-vmci: {config.stash[GUEST_CPUS].line()}"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    guest_cpus_of(config)                   # a bad --guest-cpus stops the run here
+    # vCPUs per guest, decided once per process: by -n (a worker: by its env)
+    n = getattr(config.option, "numprocesses", None)
+    try:
+        config.stash[GUEST_CPUS] = cpus.choose(config.getoption("guest_cpus", None), cpus.xdist_workers()
+                                               if hasattr(config, "workerinput") else int(n or 1))
+    except SuiteError as e:
+        raise pytest.UsageError(str(e)) from e
     trials = config.getoption("trials", None)
     if trials is not None and trials < 1:
         raise pytest.UsageError(f"--trials {trials}: a case needs at least 1 trial per "
