@@ -72,7 +72,8 @@ def _kvm_check(accel: str) -> Check:
         from suite.build.kernel import resolve_kernel
         from suite.vm.accel import choose
         a = choose(accel, resolve_kernel(None, allow_install=False).vmlinuz)
-        return Check("accelerator", True, f"{a.name} (deadlines x{a.scale:g}): {a.reason}")
+        return Check("accelerator", True, f"{a.name} (deadlines x{a.scale:g}, holds x{a.hold_scale:g}): "
+                                             f"{a.reason}")
     except Exception as e:  # noqa: BLE001 - doctor reports, never crashes
         return Check("accelerator", False, str(e).splitlines()[0], "see the error", False)
 

@@ -36,6 +36,36 @@ def test_default_scales_and_deadline() -> None:
     assert Accel("kvm", 1.0, "").deadline(7.5) == 7.5
 
 
+def test_holds_stretch_less_than_deadlines() -> None:
+    """A hold is waited out by every case that arms one: under TCG it is doubled,
+    not multiplied by the deadline's 6."""
+    tcg, kvm = accel.make("tcg", "x"), accel.make("kvm", "x")
+    assert tcg.hold(4) == 8.0 and tcg.deadline(4) == 24.0
+    assert kvm.hold(4) == 4.0
+    assert Accel("tcg", 6.0, "").hold(4) == 4.0      # a hand-made Accel holds as KVM
+
+
+def test_hold_env_override_is_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(accel.HOLD_SCALE_ENV, "6")
+    a = accel.make("tcg", "")
+    assert a.hold(4) == 24.0 and a.scale == 6.0
+    monkeypatch.setenv(accel.HOLD_SCALE_ENV, "none")
+    with pytest.raises(VMError, match=accel.HOLD_SCALE_ENV):
+        accel.make("tcg", "")
+
+
+def test_slowed_kernel_stretches_holds_unless_the_user_set_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    a = accel.make("tcg", "x").slowed(3, "the debug kernel")
+    assert (a.scale, a.hold_scale) == (18.0, 6.0) and "x3 for the debug kernel" in a.reason
+    monkeypatch.setenv(accel.HOLD_SCALE_ENV, "2.5")
+    b = accel.make("tcg", "x").slowed(3, "the debug kernel")
+    assert (b.scale, b.hold_scale) == (18.0, 2.5)
+    monkeypatch.setenv(accel.SCALE_ENV, "4")
+    c = accel.make("tcg", "x")
+    assert c.slowed(3, "the debug kernel") is c
+
+
 def test_vng_args() -> None:
     assert accel.make("tcg", "").vng_args() == ["--disable-kvm"]
     assert accel.make("kvm", "").vng_args() == []

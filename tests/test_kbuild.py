@@ -140,15 +140,19 @@ def test_a_profile_boots_its_guests_with_its_append_and_says_why(tmp_path, monke
     assert boot_append("debian-6.1-debug") == ("kmemleak=on", "kasan_multi_shot")
     assert boot_append("debian-6.1") == () and boot_append("/boot/vmlinuz-x") == ()
     from suite.build.kernel import slowdown
-    from suite.vm.accel import SCALE_ENV, Accel
+    from suite.vm.accel import HOLD_SCALE_ENV, SCALE_ENV, Accel
     assert slowdown("debian-6.1-debug") == 4 and slowdown("debian-6.1") == 1
-    tcg = Accel("tcg", 6.0, "no KVM")
+    tcg = Accel("tcg", 6.0, "no KVM", hold_scale=2.0)
     monkeypatch.delenv(SCALE_ENV, raising=False)
+    monkeypatch.delenv(HOLD_SCALE_ENV, raising=False)
     slow = tcg.slowed(4, "debug")
-    assert slow.deadline(60) == 1440 and "x4 for debug" in slow.reason
+    assert slow.deadline(60) == 1440 and slow.hold(4) == 32 and "x4 for debug" in slow.reason
     assert tcg.slowed(1, "plain") is tcg
     monkeypatch.setenv(SCALE_ENV, "9")
-    assert tcg.slowed(4, "debug") is tcg            # the user's factor is the whole one
+    kept = tcg.slowed(4, "debug")                   # the user's factor is the whole one
+    assert kept.deadline(60) == 360 and kept.hold(4) == 32
+    monkeypatch.setenv(HOLD_SCALE_ENV, "3")
+    assert tcg.slowed(4, "debug") is tcg
     (tmp_path / "p.toml").write_text('name = "p"\n[vm]\nappend = ["x=1"]\n')
     monkeypatch.setattr(paths, "vmimages_dir", lambda: tmp_path)
     with pytest.raises(KernelError, match=r"\[vm\] append needs a reason"):

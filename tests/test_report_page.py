@@ -406,3 +406,11 @@ def test_the_end_of_a_plain_run_writes_its_report_and_step_summary(pytester, tmp
     monkeypatch.setenv("OZFS_VMCI_INNER_SESSION", "1")
     run("inner")
     assert summary.read_text() == md.read_text()     # nothing more appended
+
+
+def test_accelerator_phrase_names_the_hold_factor_where_the_run_had_one() -> None:
+    from suite.report.page.disk import accel_phrase
+    assert accel_phrase({"name": "tcg", "scale": 6.0, "hold_scale": 2.0,
+                         "reason": "KVM unusable: no EDD"}) == "tcg x6.0, holds x2.0 (KVM unusable)"
+    assert accel_phrase({"name": "kvm", "scale": 1.0, "reason": ""}) == "kvm x1.0"
+    assert accel_phrase({}) == "?"

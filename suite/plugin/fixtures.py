@@ -97,7 +97,7 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
     a = for_build(run_ctx.config.getoption("accel"), zfs_build.kernel)
     run_ctx.config.stash[DEADLINE_SCALE] = a.scale      # the per-case backstop scales too
     (run_ctx.run_dir / "accel.json").write_text(json.dumps(
-        {"name": a.name, "scale": a.scale, "reason": a.reason}) + "\n")
+        {"name": a.name, "scale": a.scale, "hold_scale": a.hold_scale, "reason": a.reason}) + "\n")
     return a
 
 

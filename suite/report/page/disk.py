@@ -110,7 +110,8 @@ def accel_phrase(acc: dict) -> str:
     if not acc:
         return "?"
     why = str(acc.get("reason", "")).split(":", 1)[0][:40]
-    return f"{acc.get('name', '?')} x{acc.get('scale', '?')}" + (f" ({why})" if why else "")
+    holds = f", holds x{acc['hold_scale']}" if "hold_scale" in acc else ""   # runs since holds had their own
+    return f"{acc.get('name', '?')} x{acc.get('scale', '?')}{holds}" + (f" ({why})" if why else "")
 
 
 def capability_cells(session: Path) -> list[tuple[str, str]]:
