@@ -123,7 +123,7 @@ def test_admission_limit_shared_by_reads_and_writes(zfs_guest, pool, engine, acc
     for p in (rfile, wfile):
         engine.oneshot("write-file", p, "--size", str(8 * REQ), "--seed", "adm")
     z.guest.run("sync", timeout=accel.deadline(30))
-    delay = accel.deadline(2)
+    delay = accel.hold(2)
     k, limit = 4, 2 * REQ
 
     def held_round(limit_value: int) -> dict:

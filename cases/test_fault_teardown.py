@@ -19,8 +19,9 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.faults import (TEARDOWNS, hold, restore_after, teardown_cmd, teardown_refused,
-                                  teardown_target)
+from suite.casekit.faults import (TEARDOWNS, hold, raced_while_held, require_raced_while_held,
+                                  restore_after, teardown_cmd, teardown_refused, teardown_target,
+                                  while_held)
 from suite.errors import GuestError
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
@@ -42,10 +43,9 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
                         accel.deadline(30))
     target_ds, clone, path = t.dataset, t.clone, t.path
 
-    delay = accel.deadline(5)                     # 5 s under KVM, 30 s under TCG
+    delay = accel.hold(5)                         # 5 s under KVM, 10 s under TCG
     held = hold(z, engine, path, "held", SIZE, delay, reader, accel.scale)
-    (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
-    td = z.guest.background(teardown_cmd(z, op, target_ds, clone))
+    td = z.guest.background(while_held(held.pid, teardown_cmd(z, op, target_ds, clone)))
     deadline = delay + accel.deadline(30)
     try:
         td_result = td.wait(deadline)
@@ -56,6 +56,9 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     except GuestError as e:
         read = {"finished": False, "ok": False, "detail": e.what}
 
+    held.proof.append(f"reader still running when `{op}` began: "
+                      f"{raced_while_held(td_result.stdout) if td_result else 'never finished'}")
+    (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
     problems = []
     if td_result is None or td_result.rc is None:
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
@@ -72,6 +75,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
         problems.append(f"the held read returned wrong data or an unclean error: {read['detail']}")
         symptom("wrong-bytes", problems[-1], row=f"{reader} reader")
     assert not problems, "\n".join(problems + ["armed: " + "; ".join(held.proof)])
+    require_raced_while_held(td_result, f"{reader} read")
 
     z.zinject("-c", "all", check=False)
     restore_after(z, op, pool.name, pool.pool.name)

@@ -38,7 +38,7 @@ def test_zinject_delayed_reads_many_in_flight(zfs_guest, pool, engine, accel):
     zfs_guest.set_param(ASYNC_PARAM, 1)
     path = pool.path("delayed.bin")
     engine.oneshot("write-file", path, "--size", str(SIZE), "--seed", "delayed")
-    delay = accel.deadline(1)
+    delay = accel.hold(1)
     arm_delay(zfs_guest, path, delay)
     k = 16
     # The injected delay may serialize the reads (one lane): k x delay is the

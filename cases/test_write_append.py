@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
-from suite.casekit.faults import NotArmed
+from suite.casekit.faults import RAISE_HOLD, NotArmed
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.pool(props=WRITE_PROPS)]
@@ -77,7 +77,7 @@ def test_write_append_respects_rlimit_fsize(zfs_guest, pool, engine, accel, inte
     _set_async(zfs_guest, async_)
     path = pool.path("append-limit.bin")
     engine.oneshot("write-file", path, "--size", str(PREFIX), "--seed", "prefix")
-    delay = accel.deadline(3)
+    delay = accel.hold(3)
     arm_write_delay(zfs_guest, path, delay)
     limit = PREFIX + REC
     done = _append(engine, path, interface, 2, "lim", rlimit=limit, deadline=delay * 4 + 60)
@@ -88,7 +88,7 @@ def test_write_append_respects_rlimit_fsize(zfs_guest, pool, engine, accel, inte
                                         f"{delay:.0f} s write delay\n")
     if held < 0.5 * delay:
         raise NotArmed(f"the first append was not held ({held:.2f} s under a {delay:.0f} s "
-                       "delay): the second did not race it", fix="raise the delay")
+                       "delay): the second did not race it", fix=RAISE_HOLD)
     problems = []
     if done["size_after"] > limit:
         problems.append(f"the file grew to {done['size_after']} bytes, past RLIMIT_FSIZE "

@@ -32,7 +32,7 @@ import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
 from suite.casekit.engine import EngineRunner, parse_lines
-from suite.casekit.faults import NotArmed, hold
+from suite.casekit.faults import RAISE_HOLD, NotArmed, hold
 from suite.casekit.writes import SLUB_DEBUG, WRITE_PROPS, arm_write_delay, run_inflight, verify_file
 from suite.errors import GuestError
 from suite.ioengine.plan import FileSpec
@@ -62,7 +62,7 @@ def _armed(run, async_, case_dir):
         raise NotArmed(f"the writer never reached its barrier: {run.events[-3:]}")
     if async_ and not run.first("probe").get("outstanding"):
         raise NotArmed("the held write had completed before the barrier started: "
-                       "the delay did not hold it", fix="raise the delay")
+                       "the delay did not hold it", fix=RAISE_HOLD)
 
 
 HELD_PAST_LATE_S = 1.0      # W1 must stay held this long after W2 completed
@@ -82,13 +82,13 @@ def _held_past_late(run) -> None:
         raise NotArmed(f"W1 was not held past W2 (W1 done at t={w1.get('t_done')} s, W2 at "
                        f"t={w2.get('t_done')} s): the held read did not hold W1's range",
                        fix="the hold (a zinject-delayed read of W1's range) ended early: "
-                           "see its proof; rerun, or raise the delay")
+                           "see its proof; " + RAISE_HOLD)
 
 
 def _held_write_then(z, engine, accel, path, barrier, async_, case_dir):
     """W1 (4 KiB at 0) held by a write delay on its file, then ``barrier``; the
     overlap proven (the write outstanding when the barrier started)."""
-    delay = accel.deadline(4)
+    delay = accel.hold(4)
     arm_write_delay(z, path, delay)
     run = run_inflight(engine, ["--write", f"{path}:0:{W}:w1", "--barrier", barrier,
                                 "--barrier-after-ms", "300", "--base-seed", "base"],
@@ -145,7 +145,7 @@ def test_write_barrier_not_satisfied_by_later_write(zfs_guest, pool, engine, acc
     z = zfs_guest
     one, two = _setup(z, pool, engine, accel, 1, ("one.bin", "two.bin"))
     # long: the writer (a new process in the guest) must start while the read holds
-    delay = accel.deadline(8)
+    delay = accel.hold(8)
     held = hold(z, engine, one, "base", SIZE, delay, "async", accel.scale, length=W)
     late = f"{one}:{W}:{W}:w2" if barrier == "fsync" else f"{two}:0:{W}:w2"
     # Settled, the held read's handler would hold every read-back too (100 s here).
@@ -172,7 +172,7 @@ def test_write_barrier_not_starved_by_later_writes(zfs_guest, pool, engine, acce
     file has no write in flight any more."""
     z = zfs_guest
     (path,) = _setup(z, pool, engine, accel, 1)
-    delay = accel.deadline(4)
+    delay = accel.hold(4)
     arm_write_delay(z, path, delay)
     late = []
     for i in range(1, 5):
@@ -184,7 +184,9 @@ def test_write_barrier_not_starved_by_later_writes(zfs_guest, pool, engine, acce
     z.zinject("-c", "all", check=False)
     _armed(run, 1, case_dir)
     problems = _judge(run, accel, symptom, {(path, 0): [["w1"]]})
-    starved = run.waited_past(accel.deadline(2))
+    # A starved fsync waits for l4 (submitted 1.5 delays in, held one more): 1.5
+    # delays past W1 at the least; a correct one returns well inside half a delay.
+    starved = run.waited_past(delay / 2)
     if starved:
         problems.append(f"fsync waited for writes submitted after it: {starved}")
         symptom("late-barrier", problems[-1])
@@ -196,7 +198,7 @@ def test_write_overlap_all_or_nothing(zfs_guest, pool, engine, accel, case_dir, 
     delayed), then fsync: the range is all W1 or all W2; fsync waits for both."""
     z = zfs_guest
     (path,) = _setup(z, pool, engine, accel, 1)
-    delay = accel.deadline(4)
+    delay = accel.hold(4)
     arm_write_delay(z, path, delay)
     n = 4 * W
     run = run_inflight(engine, ["--write", f"{path}:0:{n}:w1", "--write", f"{path}:0:{n}:w2",
@@ -216,7 +218,7 @@ def test_write_acknowledged_survives_power_cut(zfs_guest, pool, engine, accel, g
     acknowledged must be there."""
     z = zfs_guest
     (path,) = _setup(z, pool, engine, accel, 1)
-    delay = accel.deadline(4)
+    delay = accel.hold(4)
     arm_write_delay(z, path, delay)
     old = guests.current
     state: dict = {}

@@ -47,7 +47,7 @@ def test_async_read_not_blocked_by_held_writes(zfs_guest, pool, engine, accel, g
     z.reload({DEPTH_PARAM: str(depth)})
     z.zpool("import", "-d", "/dev", name, timeout=accel.deadline(120))
     z.set_param(ASYNC_PARAM, 1)
-    delay = accel.deadline(5)
+    delay = accel.hold(5)
     # The writes must hold their workers: a zio delay does not (the task waits
     # elsewhere), a range lock does. A synchronous O_DIRECT read of the write
     # file, itself delayed, holds the range every write waits for.

@@ -20,8 +20,9 @@ import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
 from suite.casekit.engine import parse_lines
-from suite.casekit.faults import (TEARDOWNS, NotArmed, restore_after, teardown_cmd,
-                                  teardown_refused, teardown_target)
+from suite.casekit.faults import (TEARDOWNS, NotArmed, raced_while_held,
+                                  require_raced_while_held, restore_after, teardown_cmd,
+                                  teardown_refused, teardown_target, while_held)
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 from suite.errors import GuestError
 from suite.guest.lifecycle import POISON
@@ -75,11 +76,10 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
     t = teardown_target(z, engine, pool, op, SIZE, "base", {"recordsize": "4K"},
                         accel.deadline(30))
     target_ds, clone, path = t.dataset, t.clone, t.path
-    delay = accel.deadline(5)
+    delay = accel.hold(5)
     arm_write_delay(z, path, delay)
     h, proof = _start_writer(z, engine, accel, writer, path, delay)
-    (case_dir / "armed.txt").write_text(proof + "\n")
-    td = z.guest.background(teardown_cmd(z, op, target_ds, clone))
+    td = z.guest.background(while_held(h.pid, teardown_cmd(z, op, target_ds, clone)))
     deadline = delay + accel.deadline(30)
     try:
         td_result = td.wait(deadline)
@@ -89,6 +89,9 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
         wr = h.wait(accel.deadline(10))
     except GuestError:
         wr = None
+    (case_dir / "armed.txt").write_text(
+        f"{proof}\nwriter still running when `{op}` began: "
+        f"{raced_while_held(td_result.stdout) if td_result else 'never finished'}\n")
     problems = []
     if td_result is None or td_result.rc is None:
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
@@ -110,6 +113,7 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
         problems.append(f"dd oflag=direct failed: {wr.stderr.strip()[-300:]}")
         symptom("error:dd", problems[-1], row="sync writer")
     assert not problems, "\n".join(problems + ["armed: " + proof])
+    require_raced_while_held(td_result, f"{writer} write")
 
     z.zinject("-c", "all", check=False)
     restore_after(z, op, pool.name, pool.pool.name)

@@ -24,6 +24,11 @@ class NotArmed(SuiteError):
     """The fault could not be put in place: the case proves nothing."""
 
 
+# What a case says when its hold ended before its race ran (suite.vm.accel: holds).
+RAISE_HOLD = ("the hold ended before the race ran: on a slow or busy host raise "
+              "OZFS_VMCI_HOLD_SCALE (x2 under TCG by default; 6 is the deadlines' factor)")
+
+
 @dataclass
 class HeldRead:
     reader: str                 # "async" (libaio, async path) | "sync" (dd iflag=direct)
@@ -113,7 +118,7 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
                 if probe.get("outstanding", 0) < 1:
                     raise NotArmed("the read completed before the teardown could start "
                                    f"({json.dumps(probe)})",
-                                   fix="the zinject delay did not hold it: raise the delay")
+                                   fix=RAISE_HOLD)
                 sub = next((ln for ln in lines if ln.get("event") == "submitted"), {})
                 held.pid = sub.get("pid") or held.pid
                 held.proof.append(f"in flight after {probe['after_ms']} ms: "
@@ -161,6 +166,31 @@ def teardown_cmd(z: Zfs, op: str, ds: str, clone: str) -> str:
 def teardown_refused(op: str, stderr: str) -> bool:
     """A clean "busy" refusal, which is a correct outcome for some teardowns."""
     return "busy" in stderr and op in MAY_REFUSE_BUSY
+
+
+HELD_AT_START = "ozfs-held-io-alive-at-start"
+
+
+def while_held(pid: int | None, cmd: str) -> str:
+    """``cmd`` run after a guest-side look at ``pid`` (the held I/O's submitter): it
+    prints HELD_AT_START when that process is still there, in the same shell, so
+    the proof is what the guest saw the instant before the racer began."""
+    if not pid:
+        return cmd
+    return f"if [ -d /proc/{int(pid)} ]; then echo {HELD_AT_START}; fi; {cmd}"
+
+
+def raced_while_held(stdout: str | None) -> bool:
+    """Whether a :func:`while_held` command began with the held I/O still in flight."""
+    return bool(stdout) and HELD_AT_START in stdout.splitlines()
+
+
+def require_raced_while_held(result, what: str) -> None:
+    """NotArmed unless the teardown ``result`` began with the held I/O in flight.
+    A teardown that never finished (``result`` None) is judged by its own symptom."""
+    if result is not None and not raced_while_held(result.stdout):
+        raise NotArmed(f"the held {what} had completed before the teardown began: the "
+                       "teardown raced nothing", fix=RAISE_HOLD)
 
 
 def restore_after(z: Zfs, op: str, ds: str, pool: str) -> None:
