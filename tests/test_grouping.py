@@ -42,11 +42,20 @@ def test_poison_gives_every_guest_of_the_run_the_poisoned_command_line():
     assert sorted(asked.append) == sorted(set(asked.append))
 
 
-def test_order_keeps_default_first_and_each_shape_together():
+def test_order_puts_each_shape_together_first_then_the_default_cases():
     items = ["a", "P1", "b", "L1", "P2", "c", "L2"]
     key = {"P": "poison", "L": "lbs=512"}
     ordered = order_by_shape(items, lambda i: key.get(i[0]))
-    assert ordered == ["a", "b", "c", "P1", "P2", "L1", "L2"]
+    assert ordered == ["P1", "P2", "L1", "L2", "a", "b", "c"]        # no times: as collected
+
+
+def test_order_deals_the_longest_first_by_recorded_time():
+    items = ["a", "P1", "b", "L1", "P2", "c", "L2"]
+    key = {"P": "poison", "L": "lbs=512"}
+    cost = {"a": 5, "b": 90, "c": 20, "P1": 10, "P2": 10, "L1": 30, "L2": 1}.get
+    ordered = order_by_shape(items, lambda i: key.get(i[0]), cost)
+    # lbs=512 (31 s) before poison (20 s); each shape kept together in its order
+    assert ordered == ["L1", "L2", "P1", "P2", "b", "c", "a"]
 
 
 def test_scope_is_the_shape_group_or_the_case_alone():
@@ -99,7 +108,7 @@ def test_one_process_switches_shape_once_per_shape(pytester, env, tmp_path: Path
     names = [n for _, n in _run(pytester, tmp_path)]
     shapes = [n.rstrip("0123456789") for n in names]
     switches = sum(a != b for a, b in zip(shapes, shapes[1:]))
-    assert shapes[0] == "default" and switches == 2, names
+    assert shapes[-1] == "default" and switches == 2, names
 
 
 def test_xdist_puts_each_shape_on_one_worker(pytester, env, tmp_path: Path):
@@ -116,3 +125,46 @@ def test_xdist_puts_each_shape_on_one_worker(pytester, env, tmp_path: Path):
     # The controller collects nothing under xdist: the report's counts are the workers'.
     sel = json.loads((run / "selection.json").read_text())
     assert sel["collected"] == 12 and sel["deselected"] == 0, sel
+
+
+UNEVEN = '''
+import os, pytest
+
+def _ran(name):
+    with open(os.environ["RAN"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + " " + name + "\\n")
+
+@pytest.mark.parametrize("i", range(4))
+def test_default(i):
+    _ran(f"default{i}")
+
+@pytest.mark.guest(append=("init_on_free=1",))
+@pytest.mark.parametrize("i", range(3))
+def test_poison(i):
+    _ran(f"poison{i}")
+
+@pytest.mark.guest(lbs=512)
+def test_small():
+    _ran("small")
+'''
+
+
+def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path: Path):
+    """xdist's own order puts the 3-case poison group before the 1-case small one;
+    by the recorded times small (300 s) goes first, and the default cases longest
+    first: the worker runs them in exactly that order, from the controller's
+    snapshot of the times (a worker that read none would crash or keep xdist's)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    times = {"test_cases.py::test_small": 300.0,
+             **{f"test_cases.py::test_poison[{i}]": 1.0 for i in range(3)},
+             **{f"test_cases.py::test_default[{i}]": t for i, t in enumerate([5, 50, 1, 20])}}
+    (cache / "durations.json").write_text(json.dumps(times))
+    pytester.makepyfile(test_cases=UNEVEN)
+    r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--results", str(tmp_path / "results"), "-n", "1",
+                                      timeout=120)
+    r.assert_outcomes(passed=8)
+    names = [line.split()[1] for line in (tmp_path / "ran.txt").read_text().splitlines()]
+    assert names == ["small", "poison0", "poison1", "poison2",
+                     "default1", "default3", "default0", "default2"], names

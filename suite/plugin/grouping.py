@@ -7,18 +7,24 @@ case after it. In collection order those cases are scattered, and xdist's
 ``load`` scheduling deals them to whichever worker is free: a run of the quick
 tier paid 12 boots for 36 cases, 41% of its guest time.
 
-Two cuts, neither of which changes a node id (reports, gates and ``suite repro``
+Three cuts, none of which changes a node id (reports, gates and ``suite repro``
 name cases by node id):
 
-- the selection is sorted, stably, default shape first and then one run of cases
-  per other shape, so a single process (``-n 0``) switches shape at most once per
-  shape;
+- the selection is sorted, stably, into one run of cases per non-default shape
+  (the longest run first), then the default-shape cases, so a single process
+  (``-n 0``) boots each shape once;
 - under xdist, when the distribution is pytest-xdist's default ``load``, the
   controller schedules each non-default shape as one unit on one worker
   (``ShapeScheduling``, xdist's own ``LoadScopeScheduling`` with the scope of a
   node id being its shape). Workers write ``shapes.json`` (node id -> shape key)
   in the run folder before they report their collection; the controller reads it
-  when it deals. An explicit ``--dist`` other than ``load`` is left alone.
+  when it deals. An explicit ``--dist`` other than ``load`` is left alone;
+- the units are dealt in that order, not in xdist's (which puts the units with
+  the most cases first and left the one-case shapes, each a boot, to the end: a
+  worker idled 96 s while the other booted two of them). Shapes go first because
+  a worker's first guest boots anyway, and the default cases follow longest first
+  by their recorded times (``durations.json``, the session's snapshot), so the
+  short ones fill the tail and the workers finish together.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ import pytest
 
 from suite import paths
 from suite.guest.lifecycle import POISON, GuestShape
+from suite.plugin.shards import case_times, cost_of
 
 SHAPES_FILE = "shapes.json"
 
@@ -58,14 +65,17 @@ def shape_key(shape: GuestShape) -> str | None:
     return ",".join(f"{k}={v}" for k, v in d.items() if v != asdict(GuestShape())[k])
 
 
-def order_by_shape(items: list[pytest.Item], key) -> list[pytest.Item]:
-    """Default-shape items first in their order, then each other shape's items
-    together, shapes in the order they first appear."""
-    first: dict[str | None, int] = {}
-    for i, item in enumerate(items):
-        first.setdefault(key(item), i)
-    first[None] = -1
-    return sorted(items, key=lambda it: first[key(it)])   # stable within a shape
+def order_by_shape(items: list, key, cost=lambda item: 0.0) -> list:
+    """Each non-default shape's items together, the groups longest first (by the
+    sum of ``cost``; ties in the order they first appear), then the default-shape
+    items longest first (ties in their order)."""
+    groups: dict[str | None, list] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    shaped = sorted((g for k, g in groups.items() if k is not None),
+                    key=lambda g: -sum(cost(i) for i in g))
+    default = sorted(groups.get(None, []), key=lambda i: -cost(i))
+    return [i for g in shaped for i in g] + default
 
 
 def write_shapes(run_dir: Path, shapes: dict[str, str]) -> None:
@@ -99,7 +109,8 @@ class GroupingPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        items[:] = order_by_shape(items, self._key)
+        of = cost_of(case_times(config))
+        items[:] = order_by_shape(items, self._key, lambda i: of(i.nodeid))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -127,4 +138,6 @@ def make_scheduler(config: pytest.Config, log, run_dir: Path):
                 self._shapes = read_shapes(run_dir)
             return scope_of(nodeid, self._shapes)
 
+    # Deal the units in the collection's order (order_by_shape), not by case count.
+    config.option.loadscopereorder = False
     return ShapeScheduling(config, log)

@@ -137,6 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.getoption("results") or paths.results_root())
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{_run_label(config)}"
     config.stash[RUN_DIR] = run_dir
+    from suite.plugin.shards import CASE_TIMES, load_durations
+    config.stash[CASE_TIMES] = (dict(workerinput["ozfs_case_times"]) if workerinput is not None
+                                else load_durations())
     if asks_for(config, "zts"):
         config.option.zts = True            # the ZTS lane needs a build with the ZTS
     if config.getoption("thorough", False):
@@ -232,8 +235,11 @@ def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int
     return n, deselected
 
 
-def pytest_configure_node(node) -> None:  # xdist: the controller hands its run dir on
+def pytest_configure_node(node) -> None:
+    """xdist: the controller hands on its run dir and its snapshot of the case times."""
+    from suite.plugin.shards import CASE_TIMES
     node.workerinput["ozfs_run_dir"] = str(node.config.stash[RUN_DIR])
+    node.workerinput["ozfs_case_times"] = dict(node.config.stash[CASE_TIMES])
 
 
 class CaseBackstop(SuiteError):

@@ -20,6 +20,24 @@ from suite import paths
 
 DEFAULT_SECONDS = 120.0         # a case's time when nothing was ever recorded
 
+# The recorded case times as the session read them, once, in pytest_configure; xdist
+# workers get the controller's copy (workerinput), never their own read: two workers
+# that read the file on either side of another session's write would order or deal
+# their collections differently, and xdist aborts a run whose workers disagree.
+CASE_TIMES = pytest.StashKey[dict[str, float]]()
+
+
+def case_times(config: pytest.Config) -> dict[str, float]:
+    """This session's snapshot of the recorded case times."""
+    return config.stash.get(CASE_TIMES, {})
+
+
+def cost_of(times: dict[str, float]):
+    """A node id's expected seconds: its recorded time, else the median of those
+    recorded (else DEFAULT_SECONDS)."""
+    default = statistics.median(times.values()) if times else DEFAULT_SECONDS
+    return lambda nodeid: times.get(nodeid, default)
+
 
 def parse_shard(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
@@ -53,8 +71,8 @@ def record_durations(seen: dict[str, float], path: Path | None = None) -> None:
 
 def deal(nodeids: list[str], n: int, times: dict[str, float]) -> list[list[str]]:
     """``nodeids`` dealt to ``n`` shards, longest first onto the least loaded."""
-    default = statistics.median(times.values()) if times else DEFAULT_SECONDS
-    cost = {i: times.get(i, default) for i in nodeids}
+    of = cost_of(times)
+    cost = {i: of(i) for i in nodeids}
     shards: list[list[str]] = [[] for _ in range(n)]
     load = [0.0] * n
     for nid in sorted(nodeids, key=lambda i: (-cost[i], i)):
@@ -73,7 +91,7 @@ class ShardPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        mine = set(deal([i.nodeid for i in items], self.total, load_durations())[self.index - 1])
+        mine = set(deal([i.nodeid for i in items], self.total, case_times(config))[self.index - 1])
         drop = [i for i in items if i.nodeid not in mine]
         if drop:
             config.hook.pytest_deselected(items=drop)
@@ -81,4 +99,4 @@ class ShardPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [f"ozfs-vmci: shard {self.index}/{self.total} (balanced by "
-                f"{len(load_durations())} recorded case times)"]
+                f"{len(case_times(config))} recorded case times)"]
