@@ -64,27 +64,33 @@ def test_scope_is_the_shape_group_or_the_case_alone():
     assert scope_of("t.py::d", shapes) == "t.py::d"
 
 
-CASES = '''
+def cases_source(default: int, poison: int, small: int) -> str:
+    """A test module of default-shape, poisoned and 512-byte-LBA cases that log
+    which worker ran them in what order."""
+    return f'''
 import os, pytest
 
 def _ran(name):
     with open(os.environ["RAN"], "a") as f:
         f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + " " + name + "\\n")
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range({default}))
 def test_default(i):
-    _ran(f"default{i}")
+    _ran(f"default{{i}}")
 
 @pytest.mark.guest(append=("init_on_free=1",))
-@pytest.mark.parametrize("i", range(3))
+@pytest.mark.parametrize("i", range({poison}))
 def test_poison(i):
-    _ran(f"poison{i}")
+    _ran(f"poison{{i}}")
 
 @pytest.mark.guest(lbs=512)
-@pytest.mark.parametrize("i", range(3))
+@pytest.mark.parametrize("i", range({small}))
 def test_small(i):
-    _ran(f"small{i}")
+    _ran(f"small{{i}}")
 '''
+
+
+CASES = cases_source(6, 3, 3)
 
 
 def _run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> list[tuple[str, str]]:
@@ -127,26 +133,7 @@ def test_xdist_puts_each_shape_on_one_worker(pytester, env, tmp_path: Path):
     assert sel["collected"] == 12 and sel["deselected"] == 0, sel
 
 
-UNEVEN = '''
-import os, pytest
-
-def _ran(name):
-    with open(os.environ["RAN"], "a") as f:
-        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + " " + name + "\\n")
-
-@pytest.mark.parametrize("i", range(4))
-def test_default(i):
-    _ran(f"default{i}")
-
-@pytest.mark.guest(append=("init_on_free=1",))
-@pytest.mark.parametrize("i", range(3))
-def test_poison(i):
-    _ran(f"poison{i}")
-
-@pytest.mark.guest(lbs=512)
-def test_small():
-    _ran("small")
-'''
+UNEVEN = cases_source(4, 3, 1)
 
 
 def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path: Path):
@@ -156,7 +143,7 @@ def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path:
     snapshot of the times (a worker that read none would crash or keep xdist's)."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    times = {"test_cases.py::test_small": 300.0,
+    times = {"test_cases.py::test_small[0]": 300.0,
              **{f"test_cases.py::test_poison[{i}]": 1.0 for i in range(3)},
              **{f"test_cases.py::test_default[{i}]": t for i, t in enumerate([5, 50, 1, 20])}}
     (cache / "durations.json").write_text(json.dumps(times))
@@ -166,5 +153,5 @@ def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path:
                                       timeout=120)
     r.assert_outcomes(passed=8)
     names = [line.split()[1] for line in (tmp_path / "ran.txt").read_text().splitlines()]
-    assert names == ["small", "poison0", "poison1", "poison2",
+    assert names == ["small0", "poison0", "poison1", "poison2",
                      "default1", "default3", "default0", "default2"], names
