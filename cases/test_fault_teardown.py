@@ -57,7 +57,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
         read = {"finished": False, "ok": False, "detail": e.what}
 
     held.proof.append(f"reader still running when `{op}` began: "
-                      f"{raced_while_held(td_result.stdout) if td_result else 'never finished'}")
+                      f"{raced_while_held(td.output_so_far()[0])}")
     (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
     problems = []
     if td_result is None or td_result.rc is None:

@@ -91,7 +91,7 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
         wr = None
     (case_dir / "armed.txt").write_text(
         f"{proof}\nwriter still running when `{op}` began: "
-        f"{raced_while_held(td_result.stdout) if td_result else 'never finished'}\n")
+        f"{raced_while_held(td.output_so_far()[0])}\n")
     problems = []
     if td_result is None or td_result.rc is None:
         problems.append(f"`{op}` did not finish within {deadline:.0f}s of a {delay:.0f}s hold")
