@@ -61,3 +61,74 @@ def test_a_step_that_finishes_leaves_every_line_to_the_case(tmp_path: Path):
     case, harness = g.watch.findings()
     assert [f.kind for f in case] == ["warning"] and harness == []
     assert g.fit is True and g.watch.harness == ""
+
+
+def test_a_power_cut_case_is_judged_on_both_consoles_and_restores_the_new_guests_params(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """After a power cut the case goes on in a guest booted on the same disks: what
+    the old console showed stays the case's, the new console is watched (a warning
+    during the ZIL-replay import is found), and parameters go back to the new
+    guest's own values, never the old guest's load-time ones."""
+    from dataclasses import dataclass
+
+    from suite.guest import lifecycle
+
+    console, g, guests = _guest(tmp_path)
+    g.watch.params = {"zfs_dedup_log_mem_max": "41034956", "zfs_dio_strict": "0"}
+    with console.open("a") as f:
+        f.write(CASE_LINE)                       # before the cut, on the old guest
+    new_console = tmp_path / "console-2.log"
+    new_console.write_text("[   1.0] boot of the new guest\n")
+
+    @dataclass
+    class _Guest:                                # the new guest's SSH side
+        tripwire: object = None
+
+        def set_log(self, log): pass
+
+        def set_tripwire(self, fn): self.tripwire = fn
+
+    class _Zfs:
+        guest = _Guest()
+
+        def load(self): return {"zfs": "NEW"}
+
+        def param_values(self): return {"zfs_dedup_log_mem_max": "41034874",
+                                        "zfs_dio_strict": "0"}
+
+    new = SimpleNamespace(zfs=_Zfs(), vm=SimpleNamespace(console_path=new_console), watch=None,
+                          loaded={}, params=set())
+    old_vm = SimpleNamespace(power_cut=lambda: None, spec=SimpleNamespace(), console_path=console)
+    g.vm, g.shape, g.replaced_by = old_vm, "default", None
+    monkeypatch.setattr(lifecycle, "replace", lambda spec, **kw: spec)
+    monkeypatch.setattr(lifecycle, "start_resident", lambda guest: None)
+    monkeypatch.setattr(guests, "_boot", lambda shape, spec: new)
+    assert guests.power_cut(g, tmp_path / "commands.log") is new
+    assert g.fit is False and new.watch is g.watch and guests.current is new
+    assert g.watch.params["zfs_dedup_log_mem_max"] == "41034874"      # the new guest's own
+    with new_console.open("a") as f:
+        f.write("[  30.0] WARNING: CPU: 0 PID: 77 at fs/zfs/zil.c:9 zil_replay+0x1/0x2 [zfs]\n")
+    case, harness = g.watch.findings()
+    assert [f.line.split(" at ")[1][:15] for f in case] == ["fs/zfs/zio.c:1 ", "fs/zfs/zil.c:9 "]
+    assert harness == []
+    with new_console.open("a") as f:
+        f.write("[  40.0] Kernel panic - not syncing: zfs: adding existent segment\n")
+    fired = new.zfs.guest.tripwire()         # commands on the new guest stop at a panic
+    assert fired is not None and fired.startswith("panic:"), fired
+
+
+def test_a_harness_step_after_a_power_cut_keeps_the_cases_lines(tmp_path: Path):
+    console, g, guests = _guest(tmp_path)
+    with console.open("a") as f:
+        f.write(CASE_LINE)
+    new_console = tmp_path / "console-2.log"
+    new_console.write_text("")
+    g.watch.follow(ConsoleWatcher(new_console), {})
+    with pytest.raises(HarnessStepError):
+        with guests.harness_step(g, "read kstats"):
+            with new_console.open("a") as f:
+                f.write(HARNESS_LINES)
+            raise GuestError("SSH connection lost")
+    case, harness = g.watch.findings()
+    assert [f.kind for f in case] == ["warning"]
+    assert [f.kind for f in harness] == ["lockup", "rcu_stall"]

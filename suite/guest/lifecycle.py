@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from suite.build.kernel import boot_append
 from suite.build.recipe import BuildRecord
@@ -111,6 +111,17 @@ class ZfsGuest:
         return g
 
 
+def tripwire(console_path: Path) -> Callable[[], str | None]:
+    """A guest's tripwire (``Guest.set_tripwire``): the first console line from
+    now on that says a kernel thread died, else None."""
+    trip = ConsoleWatcher(console_path)
+
+    def fired() -> str | None:
+        dead = [f for f in trip.poll() if f.kind in TRIP_KINDS]
+        return f"{dead[0].kind}: {dead[0].line.strip()[:200]}" if dead else None
+    return fired
+
+
 @dataclass
 class CaseWatch:
     """What is noted when a case begins, to judge the guest when it ends."""
@@ -119,14 +130,29 @@ class CaseWatch:
     harness: str = ""                   # a harness step that failed or hung: why
     harness_from: int = 0               # console findings from this index on are its
     before: Snapshot = field(default_factory=Snapshot)   # what the judges saw at the start
+    carried: list[Finding] = field(default_factory=list)  # the console of a guest it power-cut
+
+    def seen(self) -> list[Finding]:
+        """Every console finding of the case so far, across a power cut."""
+        self.console.poll()
+        return self.carried + self.console.findings
 
     def findings(self) -> tuple[list[Finding], list[Finding]]:
         """(the case's console findings, those of a failed harness step)."""
-        self.console.poll()
-        found = self.console.findings
+        found = self.seen()
         if not self.harness:
-            return list(found), []
-        return list(found[:self.harness_from]), list(found[self.harness_from:])
+            return found, []
+        return found[:self.harness_from], found[self.harness_from:]
+
+    def follow(self, console: ConsoleWatcher, params: dict[str, str]) -> None:
+        """The case goes on in a guest booted on the same disks after a power cut:
+        what the old console showed stays the case's, the new console is watched
+        from here on, and parameters are put back to the new guest's own values
+        (the old guest's load-time ones, sized from its memory, are not all
+        writable: restoring them made every power-cut case's new guest unfit)."""
+        self.carried = self.seen()
+        self.console = console
+        self.params = dict(params)
 
 
 @dataclass
@@ -244,7 +270,12 @@ class Guests:
         new.zfs.guest.set_log(log)
         start_resident(new.zfs.guest)
         new.loaded = new.zfs.load()
-        new.params = set(new.zfs.param_values())
+        values = new.zfs.param_values()
+        new.params = set(values)
+        if g.watch is not None:             # the case is judged on the new guest from here
+            g.watch.follow(ConsoleWatcher(new.vm.console_path), values)
+            new.watch = g.watch
+            new.zfs.guest.set_tripwire(tripwire(new.vm.console_path))
         return new
 
     def begin_case(self, g: ZfsGuest, label: str) -> CaseWatch:
@@ -255,12 +286,7 @@ class Guests:
         r = g.zfs.guest.run(f"echo 'ozfs-vmci: begin {label}' > /dev/kmsg\n" +
                             before_script(g.zfs.cmd("zpool"), self.rules.collect),
                             timeout=self.accel.deadline(30), check=False)
-        trip = ConsoleWatcher(g.vm.console_path)
-
-        def tripwire() -> str | None:
-            dead = [f for f in trip.poll() if f.kind in TRIP_KINDS]
-            return f"{dead[0].kind}: {dead[0].line.strip()[:200]}" if dead else None
-        g.zfs.guest.set_tripwire(tripwire)
+        g.zfs.guest.set_tripwire(tripwire(g.vm.console_path))
         g.watch = CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values(),
                             before=Snapshot.parse(r.stdout))
         return g.watch
@@ -296,9 +322,7 @@ class Guests:
         kernel lines printed from the step's start on are its evidence, not the
         case's (``CaseWatch.harness``)."""
         w = g.watch
-        if w is not None:
-            w.console.poll()                # what came before the step is the case's
-        start = len(w.console.findings) if w is not None else 0
+        start = len(w.seen()) if w is not None else 0    # what came before is the case's
         try:
             yield
         except SuiteError as e:
