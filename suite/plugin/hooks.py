@@ -3,8 +3,7 @@
 Besides the reports, the hooks keep every verdict honest:
 
 - ``--trials`` below 1 is a usage error;
-- every case's outcome and symptoms go to ``cases/<case>/verdict.json``
-  (``python -m suite bugs`` reads them);
+- every case's outcome and symptoms go to ``cases/<case>/verdict.json`` (for ``suite bugs``);
 - a case that overruns its backstop deadline fails (``deadline`` marker, or
   ``OZFS_VMCI_CASE_DEADLINE`` seconds scaled by the accelerator);
 - a session that collected VM cases but brought none of them to a verdict
@@ -27,6 +26,7 @@ import pytest
 from suite import paths
 from suite.build.pipeline import add_build_options
 from suite.explore.options import add_explore_options
+from suite.plugin.shards import hand_on_case_times, take_case_times
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
@@ -137,9 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
         root = Path(config.getoption("results") or paths.results_root())
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{_run_label(config)}"
     config.stash[RUN_DIR] = run_dir
-    from suite.plugin.shards import CASE_TIMES, load_durations
-    config.stash[CASE_TIMES] = (dict(workerinput["ozfs_case_times"]) if workerinput is not None
-                                else load_durations())
+    take_case_times(config)
     if asks_for(config, "zts"):
         config.option.zts = True            # the ZTS lane needs a build with the ZTS
     if config.getoption("thorough", False):
@@ -235,11 +233,9 @@ def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int
     return n, deselected
 
 
-def pytest_configure_node(node) -> None:
-    """xdist: the controller hands on its run dir and its snapshot of the case times."""
-    from suite.plugin.shards import CASE_TIMES
+def pytest_configure_node(node) -> None:  # xdist: the controller hands on its run dir, times
     node.workerinput["ozfs_run_dir"] = str(node.config.stash[RUN_DIR])
-    node.workerinput["ozfs_case_times"] = dict(node.config.stash[CASE_TIMES])
+    hand_on_case_times(node)
 
 
 class CaseBackstop(SuiteError):

@@ -32,6 +32,18 @@ def case_times(config: pytest.Config) -> dict[str, float]:
     return config.stash.get(CASE_TIMES, {})
 
 
+def take_case_times(config: pytest.Config) -> None:
+    """Stash the session's snapshot: a worker's from its controller, else the file's."""
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[CASE_TIMES] = (dict(workerinput["ozfs_case_times"])
+                                if workerinput is not None else load_durations())
+
+
+def hand_on_case_times(node) -> None:
+    """xdist (controller): give a worker this session's snapshot."""
+    node.workerinput["ozfs_case_times"] = dict(node.config.stash[CASE_TIMES])
+
+
 def cost_of(times: dict[str, float]):
     """A node id's expected seconds: its recorded time, else the median of those
     recorded (else DEFAULT_SECONDS)."""
