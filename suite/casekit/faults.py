@@ -181,7 +181,9 @@ def while_held(pid: int | None, cmd: str) -> str:
 
 
 def raced_while_held(stdout: str | None) -> bool:
-    """Whether a :func:`while_held` command began with the held I/O still in flight."""
+    """Whether a :func:`while_held` command began with the held I/O's submitter still
+    running (so the I/O in flight, but for the moment between its completion and
+    the submitter's exit)."""
     return bool(stdout) and HELD_AT_START in stdout.splitlines()
 
 
@@ -189,7 +191,8 @@ def require_raced_while_held(result, what: str) -> None:
     """NotArmed unless the teardown ``result`` began with the held I/O in flight.
     A teardown that never finished (``result`` None) is judged by its own symptom."""
     if result is not None and not raced_while_held(result.stdout):
-        raise NotArmed(f"the held {what} had completed before the teardown began: the "
+        raise NotArmed(f"the held {what} was not seen in flight when the teardown began "
+                       "(it had completed, or its submitter's pid was never known): the "
                        "teardown raced nothing", fix=RAISE_HOLD)
 
 
