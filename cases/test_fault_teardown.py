@@ -56,8 +56,8 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
     except GuestError as e:
         read = {"finished": False, "ok": False, "detail": e.what}
 
-    held.proof.append(f"reader still running when `{op}` began: "
-                      f"{raced_while_held(td.output_so_far()[0])}")
+    raced = raced_while_held(td.output_so_far()[0])
+    held.proof.append(f"reader still running when `{op}` began: {raced}")
     (case_dir / "armed.txt").write_text("\n".join(held.proof) + "\n")
     problems = []
     if td_result is None or td_result.rc is None:
@@ -75,7 +75,7 @@ def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, cas
         problems.append(f"the held read returned wrong data or an unclean error: {read['detail']}")
         symptom("wrong-bytes", problems[-1], row=f"{reader} reader")
     assert not problems, "\n".join(problems + ["armed: " + "; ".join(held.proof)])
-    require_raced_while_held(td_result, f"{reader} read")
+    require_raced_while_held(td_result is not None, raced, f"{reader} read")
 
     z.zinject("-c", "all", check=False)
     restore_after(z, op, pool.name, pool.pool.name)

@@ -52,12 +52,12 @@ def test_no_pid_means_no_proof() -> None:
 def test_a_teardown_that_raced_nothing_is_not_armed_and_says_how_to_fix_it() -> None:
     late = CmdResult(cmd="x", rc=0, stdout="", stderr="", duration=0.1)
     with pytest.raises(NotArmed) as e:
-        require_raced_while_held(late, "async read")
+        require_raced_while_held(True, raced_while_held(late.stdout), "async read")
     assert "not seen in flight when the teardown began" in str(e.value)
     assert "OZFS_VMCI_HOLD_SCALE" in RAISE_HOLD and e.value.fix == RAISE_HOLD
     raced = CmdResult(cmd="x", rc=0, stdout=f"{HELD_AT_START}\n", stderr="", duration=0.1)
-    require_raced_while_held(raced, "async read")          # proven: no exception
-    require_raced_while_held(None, "async read")           # a hung teardown: its own symptom
+    require_raced_while_held(True, raced_while_held(raced.stdout), "async read")  # proven
+    require_raced_while_held(False, False, "async read")   # a hung teardown: its own symptom
 
 
 def _hold_calls(tree: ast.AST) -> list[str]:

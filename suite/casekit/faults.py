@@ -187,10 +187,11 @@ def raced_while_held(stdout: str | None) -> bool:
     return bool(stdout) and HELD_AT_START in stdout.splitlines()
 
 
-def require_raced_while_held(result, what: str) -> None:
-    """NotArmed unless the teardown ``result`` began with the held I/O in flight.
-    A teardown that never finished (``result`` None) is judged by its own symptom."""
-    if result is not None and not raced_while_held(result.stdout):
+def require_raced_while_held(finished: bool, raced: bool, what: str) -> None:
+    """NotArmed unless the teardown began with the held I/O in flight (``raced``, read
+    once from its output by :func:`raced_while_held`). A teardown that never finished
+    is judged by its own symptom, not by this proof."""
+    if finished and not raced:
         raise NotArmed(f"the held {what} was not seen in flight when the teardown began "
                        "(it had completed, or its submitter's pid was never known): the "
                        "teardown raced nothing", fix=RAISE_HOLD)
