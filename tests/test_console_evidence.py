@@ -40,7 +40,34 @@ SAMPLES = {
     # seen at async-dio@39991b06f under ZTS's async tag
     "user_trap": "[ 812.3] traps: fio[1016] general protection fault ip:55d0c2 sp:7ffd1e28 "
                  "error:0 in fio[55d0c2+9e000]",
+    # a full run at async-dio@c7b7a98ba2 under TCG (2026-12-03, gw1-2's console)
+    "device_timeout": "[  757.302214] nvme nvme1: I/O 576 (I/O Cmd) QID 1 timeout, aborting",
+    "pool_suspended": "[  818.986901] WARNING: Pool 'tank' has encountered an uncorrectable I/O "
+                      "failure and has been suspended.",
 }
+
+
+def test_a_disk_that_stops_answering_is_named_in_each_of_its_lines() -> None:
+    lines = ["[  788.021290] nvme nvme1: I/O 576 QID 1 timeout, reset controller",
+             "[  818.741714] nvme nvme1: I/O 896 QID 1 timeout, disable controller"]
+    assert [f.kind for f in scan("\n".join(lines))] == ["device_timeout"] * 2
+    # the controller coming back is not trouble, nor is a partition scan
+    assert scan("[  788.081561] nvme nvme1: 1/0/0 default/read/poll queues\n"
+                "[   40.732345]  nvme1n1: p1 p9") == []
+
+
+def test_a_suspended_pool_trips_the_wait_like_a_dead_thread(tmp_path: Path) -> None:
+    from suite.guest.lifecycle import tripwire
+    con = tmp_path / "console.log"
+    con.write_text("[ 1.0] boot\n")
+    fired = tripwire(con)
+    with con.open("a") as f:
+        f.write(SAMPLES["device_timeout"] + "\n")
+    assert fired() is None                  # a timeout alone may still recover
+    with con.open("a") as f:
+        f.write(SAMPLES["pool_suspended"] + "\n")
+    why = fired()
+    assert why is not None and why.startswith("pool_suspended: ") and "'tank'" in why
 
 
 def test_user_traps_are_not_kernel_oopses() -> None:

@@ -42,8 +42,9 @@ from suite.vm.console import ConsoleWatcher, Finding
 # Console findings after which a waiting command will not finish (a thread died
 # holding its I/O): the wait ends at once (KernelTripped), not at its deadline.
 # A user process killed by a trap mid-I/O counts: what it left in flight (a
-# `zpool` in D state at 39991b06f) only ends at the deadline.
-TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic", "user_trap"})
+# `zpool` in D state at 39991b06f) only ends at the deadline. So does a suspended
+# pool: none of its I/O will come back (a full run once waited 17 min on one).
+TRIP_KINDS = frozenset({"spl_panic", "oops", "bug", "panic", "user_trap", "pool_suspended"})
 from suite.vm.cpus import WANT
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 from suite.vm.vng import BASE_APPEND

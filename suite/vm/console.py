@@ -53,6 +53,11 @@ RULES: tuple[Rule, ...] = (
     _rule("user_trap", "error", r"\btraps: \S+\[\d+\] |\S+\[\d+\]: segfault at "),
     _rule("oops", "error", r"\bOops\b|general protection fault|BUG: unable to handle|Unable to handle kernel"),
     _rule("bug", "error", r"\bBUG: |kernel BUG at "),
+    # The (emulated) disk stopped completing commands; then ZFS suspends the pool and
+    # every later I/O of it waits for ever. Named for what they are, not as warnings.
+    _rule("device_timeout", "error", r"\bnvme\d+: I/O \d+ (?:\([^)]*\) )?QID \d+ timeout"),
+    _rule("pool_suspended", "error", r"Pool '[^']+' has encountered an uncorrectable I/O failure "
+                                     r"and has been suspended"),
     _rule("warning", "warning", r"\bWARNING: "),
 )
 
