@@ -52,6 +52,17 @@ HOSTFWD_FAILED = "Could not set up host forwarding rule"
 # --------------------------------------------------------------------------- specs
 
 
+QEMU_OPTS_ENV = "OZFS_VMCI_QEMU_OPTS"
+
+
+def env_qemu_opts(workdir: Path) -> list[str]:
+    """Extra qemu options for every guest from $OZFS_VMCI_QEMU_OPTS, to look into the
+    device models while a case runs, e.g. ``-D {workdir}/qemu.log -trace dma_map_wait``
+    (``{workdir}``: the guest's folder in the run, so the log stays with its console)."""
+    raw = os.environ.get(QEMU_OPTS_ENV, "").strip()
+    return [a.replace("{workdir}", str(workdir)) for a in shlex.split(raw)] if raw else []
+
+
 @dataclass(kw_only=True)
 class VMSpec:
     kernel_image: Path
@@ -186,7 +197,7 @@ class VM:
         opts = nvme_qemu_opts(disks, self.images, cache)
         if self.monitor_path is not None:
             opts += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
-        return opts + list(self.spec.extra_qemu_opts)
+        return opts + list(self.spec.extra_qemu_opts) + env_qemu_opts(self.workdir)
 
     def vng_command(self, port: int) -> list[str]:
         s = self.spec
