@@ -20,9 +20,9 @@ import pytest
 
 from suite.casekit.dio import ASYNC_PARAM
 from suite.casekit.engine import parse_lines
-from suite.casekit.faults import (TEARDOWNS, NotArmed, raced_while_held,
-                                  require_raced_while_held, restore_after, teardown_cmd,
-                                  teardown_refused, teardown_target, while_held)
+from suite.casekit.faults import (TEARDOWNS, NotArmed, held_deadline_s, probe_ms,
+                                  raced_while_held, require_raced_while_held, restore_after,
+                                  teardown_cmd, teardown_refused, teardown_target, while_held)
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 from suite.errors import GuestError
 from suite.guest.lifecycle import POISON
@@ -37,12 +37,12 @@ CLEAN_ERRORS = {"EIO", "ENXIO", "EBUSY", "ENOENT", "ESTALE", "EROFS"}
 
 
 def _start_writer(z, engine, accel, writer, path, delay):
-    probe_ms = int(min(delay / 4, 2.0 * accel.scale) * 1000)
+    look_ms = probe_ms(delay, accel.scale)
     if writer == "async":
         h = engine.background("inflight", "--write", f"{path}:0:{N}:new", "--barrier", "none",
-                              "--barrier-after-ms", str(probe_ms), "--base-seed", "base",
-                              "--deadline-s", str(int(delay * 10 + 60 * accel.scale)))
-        stop = accel.deadline(30) + probe_ms / 1000
+                              "--barrier-after-ms", str(look_ms), "--base-seed", "base",
+                              "--deadline-s", str(held_deadline_s(delay, accel.scale)))
+        stop = accel.deadline(30) + look_ms / 1000
         t0 = time.monotonic()
         while time.monotonic() - t0 < stop:
             probe = next((e for e in parse_lines(h.output_so_far()[0])
@@ -50,17 +50,17 @@ def _start_writer(z, engine, accel, writer, path, delay):
             if probe is not None:
                 if not probe.get("outstanding"):
                     raise NotArmed("the write completed before the teardown could start")
-                return h, f"write outstanding {probe_ms} ms after submission"
+                return h, f"write outstanding {look_ms} ms after submission"
             if h.done:
                 raise NotArmed(f"the writer exited early: {h.output_so_far()}")
             time.sleep(0.2)
         raise NotArmed("no in-flight probe from the writer in time")
     h = z.guest.background(f"dd if=/dev/urandom of={path} bs={N} count=1 oflag=direct "
                            f"conv=notrunc status=none")
-    time.sleep(probe_ms / 1000)
+    time.sleep(look_ms / 1000)
     if h.done:
         raise NotArmed("dd finished before the teardown could start")
-    return h, f"dd oflag=direct still running after {probe_ms} ms"
+    return h, f"dd oflag=direct still running after {look_ms} ms"
 
 
 @pytest.mark.pool(props={**WRITE_PROPS, "atime": "on", "relatime": "off"})

@@ -87,3 +87,12 @@ def test_every_case_hold_is_scaled_as_a_hold_not_a_deadline() -> None:
     assert not wrong, f"holds scaled as deadlines: {wrong}"
     for f in ("test_fault_teardown.py", "test_write_teardown.py", "test_write_barrier.py"):
         assert f in seen
+
+
+def test_the_look_at_a_held_io_lands_inside_its_hold() -> None:
+    from suite.casekit.faults import held_deadline_s, probe_ms
+    for delay, scale in ((5.0, 1.0), (10.0, 6.0), (60.0, 6.0), (2.0, 1.0)):
+        look = probe_ms(delay, scale) / 1000
+        assert 0 < look <= delay / 4 and look <= 2.0 * scale
+        assert held_deadline_s(delay, scale) > delay + look   # the holder outlives its hold
+    assert probe_ms(60.0, 6.0) == 12000 and probe_ms(4.0, 6.0) == 1000

@@ -94,21 +94,32 @@ def arm_delay(zfs: Zfs, path: str, delay_s: float) -> None:
                     "zfs-2.4.0): no read can be held in flight on it")
 
 
+def probe_ms(delay_s: float, scale: float) -> int:
+    """When a held I/O is looked at after its submission (ms): a quarter of the hold,
+    at most 2 s of the host's pace, so the look lands well inside the hold."""
+    return int(min(delay_s / 4, 2.0 * scale) * 1000)
+
+
+def held_deadline_s(delay_s: float, scale: float) -> int:
+    """The guest-side deadline of a process holding I/O for ``delay_s``."""
+    return int(delay_s * 10 + 60 * scale)
+
+
 def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_s: float,
          reader: str, scale: float, length: int = 131072) -> HeldRead:
     """Hold one O_DIRECT read of ``path`` in flight and prove it."""
     arm_delay(zfs, path, delay_s)
-    probe_ms = int(min(delay_s / 4, 2.0 * scale) * 1000)
+    look_ms = probe_ms(delay_s, scale)
     if reader == "async":
         h = engine.background("hold", "--file", path, "--seed", seed, "--size", str(size),
                               "--interface", "libaio", "-k", "1", "--len", str(length),
-                              "--probe-inflight", str(probe_ms),
-                              "--deadline-s", str(int(delay_s * 10 + 60 * scale)))
+                              "--probe-inflight", str(look_ms),
+                              "--deadline-s", str(held_deadline_s(delay_s, scale)))
     else:
         h = zfs.guest.background(f"dd if={path} of=/dev/null bs={length} count=1 iflag=direct "
                                  f"status=none")
     held = HeldRead(reader, path, delay_s, h, h.pid)
-    deadline = time.monotonic() + probe_ms / 1000 + 30 * scale
+    deadline = time.monotonic() + look_ms / 1000 + 30 * scale
     if reader == "async":
         while time.monotonic() < deadline:
             out, _ = h.output_so_far()
@@ -131,11 +142,11 @@ def hold(zfs: Zfs, engine: EngineRunner, path: str, seed: str, size: int, delay_
         else:
             raise NotArmed("no in-flight probe from the reader in time")
     else:
-        time.sleep(probe_ms / 1000)
+        time.sleep(look_ms / 1000)
         if h.done:
             raise NotArmed("dd finished before the teardown could start")
         held.pid = h.pid
-        held.proof.append(f"dd iflag=direct still running after {probe_ms} ms")
+        held.proof.append(f"dd iflag=direct still running after {look_ms} ms")
     if held.pid:
         state = task_state(zfs, held.pid)
         held.proof.append(f"submitter pid {held.pid} state/wchan: {state}")
