@@ -53,6 +53,7 @@ HOSTFWD_FAILED = "Could not set up host forwarding rule"
 
 
 QEMU_OPTS_ENV = "OZFS_VMCI_QEMU_OPTS"
+QEMU_BIN_ENV = "OZFS_VMCI_QEMU"      # another qemu-system-x86_64 for the guests (vng --qemu)
 
 
 def env_qemu_opts(workdir: Path) -> list[str]:
@@ -211,6 +212,8 @@ class VM:
         for a in s.append:
             cmd += ["--append", a]
         cmd += s.extra_vng_args
+        if os.environ.get(QEMU_BIN_ENV):
+            cmd += ["--qemu", os.environ[QEMU_BIN_ENV]]
         # '=' matters: a value starting with '-' would otherwise be parsed as an option
         cmd.append("--qemu-opts=" + " ".join(self.qemu_opts()))
         return cmd + ["--", *KEEPALIVE_CMD]
