@@ -113,8 +113,7 @@ def collect(accel: str = "auto") -> list[Check]:
                         "set OZFS_VMCI_CACHE to a bigger disk"))
     if shutil.which("qemu-system-x86_64"):
         from suite.vm.accel import qemu_version
-        checks.append(qemu_check(qemu_version(os.environ.get("OZFS_VMCI_QEMU")
-                                              or "qemu-system-x86_64")))
+        checks.append(qemu_check(qemu_version()))
     if shutil.which("qemu-system-x86_64") and shutil.which("vng"):
         checks.append(_kvm_check(accel))
     return checks

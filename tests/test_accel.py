@@ -199,3 +199,19 @@ def test_watch_probe_verdicts(tmp_path: Path) -> None:
     p = _fake_proc("raise SystemExit(1)")
     r = accel._watch_probe(p, console, err, time.monotonic(), 10)
     assert not r.ok and "rc=1" in r.reason and "MSR" in r.reason
+
+
+def test_the_guests_qemu_is_the_one_fingerprinted(monkeypatch: pytest.MonkeyPatch,
+                                                   kernel: Path) -> None:
+    from types import SimpleNamespace
+    monkeypatch.delenv(accel.QEMU_BIN_ENV, raising=False)
+    assert accel.guest_qemu() == accel.QEMU
+    monkeypatch.setenv(accel.QEMU_BIN_ENV, "/opt/q10/qemu-system-x86_64")
+    seen: list[str] = []
+
+    def run(cmd, **kw):
+        seen.append(cmd[0])
+        return SimpleNamespace(stdout="QEMU emulator version 10.0.2\n", returncode=0)
+    monkeypatch.setattr(accel.subprocess, "run", run)
+    assert accel.host_fingerprint(kernel)["qemu"] == "QEMU emulator version 10.0.2"
+    assert seen == ["/opt/q10/qemu-system-x86_64"]    # a verdict per qemu, not per PATH's

@@ -54,7 +54,7 @@ def test_extra_qemu_options_from_the_environment_land_in_the_guest_folder(
     monkeypatch.setenv(vm.QEMU_OPTS_ENV, "-D {workdir}/qemu.log -trace 'pci_nvme_err*'")
     opts = v.qemu_opts()
     assert opts[-4:] == ["-D", f"{v.workdir}/qemu.log", "-trace", "pci_nvme_err*"]
-    monkeypatch.setenv(vm.QEMU_BIN_ENV, "/opt/qemu10/bin/qemu-system-x86_64")
+    monkeypatch.setenv(accel.QEMU_BIN_ENV, "/opt/qemu10/bin/qemu-system-x86_64")
     v._prepare_monitor()
     cmd = v.vng_command(40123)
     assert cmd[cmd.index("--qemu") + 1] == "/opt/qemu10/bin/qemu-system-x86_64"

@@ -56,6 +56,12 @@ DEFAULT_CACHE_TTL = 4 * 3600.0
 PROBE_DEADLINE = 12.0  # seconds for "Linux version" to show up under KVM
 PROBE_MARKER = b"Linux version"
 QEMU = "qemu-system-x86_64"
+QEMU_BIN_ENV = "OZFS_VMCI_QEMU"      # another qemu-system-x86_64 for the guests (vng --qemu)
+
+
+def guest_qemu() -> str:
+    """The qemu the guests run on (and the KVM probe tries): $OZFS_VMCI_QEMU or PATH's."""
+    return os.environ.get(QEMU_BIN_ENV) or QEMU
 
 
 class AccelWarning(UserWarning):
@@ -206,7 +212,8 @@ def cached_probe(kernel: Path, deadline: float = PROBE_DEADLINE) -> tuple[ProbeR
 # --------------------------------------------------------------------------- probe
 
 
-def qemu_version(qemu: str = QEMU) -> str:
+def qemu_version(qemu: str | None = None) -> str:
+    qemu = qemu or guest_qemu()
     try:
         out = subprocess.run([qemu, "--version"], capture_output=True, text=True, timeout=20)
         return out.stdout.splitlines()[0].strip() if out.stdout else f"rc={out.returncode}"
@@ -231,7 +238,7 @@ def kvm_device_problem() -> str | None:
 def probe_command(kernel: Path, console: Path) -> list[str]:
     """Boot ``kernel`` with no root fs on the machine vng uses with KVM (--disable-microvm)."""
     return [
-        QEMU, "-machine", "accel=kvm", "-cpu", "host,topoext=on", "-m", "256M",
+        guest_qemu(), "-machine", "accel=kvm", "-cpu", "host,topoext=on", "-m", "256M",
         "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", f"file:{console}", "-kernel", str(kernel),
         "-append", "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1",
@@ -244,8 +251,8 @@ def probe_kvm(kernel: Path, deadline: float = PROBE_DEADLINE) -> ProbeResult:
     problem = kvm_device_problem()
     if problem:
         return ProbeResult(False, problem, 0.0)
-    if shutil.which(QEMU) is None:
-        return ProbeResult(False, f"{QEMU} not found in PATH", 0.0)
+    if shutil.which(guest_qemu()) is None:
+        return ProbeResult(False, f"{guest_qemu()} not found", 0.0)
     with tempfile.TemporaryDirectory(prefix="ozvm-kvmprobe-") as tmp:
         console = Path(tmp) / "console.log"
         console.touch()

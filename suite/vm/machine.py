@@ -34,7 +34,7 @@ from typing import IO
 from suite.errors import BootTimeout, VMError
 from suite.guest.ssh import Guest
 from suite.vm import console
-from suite.vm.accel import Accel
+from suite.vm.accel import QEMU, Accel, guest_qemu
 from suite.vm.console import PANIC_KINDS, ConsoleWatcher
 from suite.vm.disks import (NVME_LISTING, NvmeSpec, check_disk_space, create_sparse,
                             nvme_qemu_opts, parse_nvme_listing, supports_odirect)
@@ -53,7 +53,6 @@ HOSTFWD_FAILED = "Could not set up host forwarding rule"
 
 
 QEMU_OPTS_ENV = "OZFS_VMCI_QEMU_OPTS"
-QEMU_BIN_ENV = "OZFS_VMCI_QEMU"      # another qemu-system-x86_64 for the guests (vng --qemu)
 
 
 def env_qemu_opts(workdir: Path) -> list[str]:
@@ -212,8 +211,8 @@ class VM:
         for a in s.append:
             cmd += ["--append", a]
         cmd += s.extra_vng_args
-        if os.environ.get(QEMU_BIN_ENV):
-            cmd += ["--qemu", os.environ[QEMU_BIN_ENV]]
+        if guest_qemu() != QEMU:
+            cmd += ["--qemu", guest_qemu()]
         # '=' matters: a value starting with '-' would otherwise be parsed as an option
         cmd.append("--qemu-opts=" + " ".join(self.qemu_opts()))
         return cmd + ["--", *KEEPALIVE_CMD]
