@@ -111,8 +111,8 @@ def collect(accel: str = "auto") -> list[Check]:
     checks.append(Check("disk", free > 10, f"{free:.0f} GiB free in {paths.cache_root()}",
                         "a build needs ~3 GiB, NVMe images up to a few GiB per guest; "
                         "set OZFS_VMCI_CACHE to a bigger disk"))
-    if shutil.which("qemu-system-x86_64"):
-        from suite.vm.accel import qemu_version
+    from suite.vm.accel import guest_qemu, qemu_version
+    if shutil.which(guest_qemu()):
         checks.append(qemu_check(qemu_version()))
     if shutil.which("qemu-system-x86_64") and shutil.which("vng"):
         checks.append(_kvm_check(accel))
