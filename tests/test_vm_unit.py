@@ -49,9 +49,9 @@ def test_vng_command_line(tmp_path: Path) -> None:
 def test_extra_qemu_options_from_the_environment_land_in_the_guest_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     v = vm.VM(_spec(tmp_path))
-    monkeypatch.delenv(vm.QEMU_OPTS_ENV, raising=False)
+    monkeypatch.delenv(vng.QEMU_OPTS_ENV, raising=False)
     assert "-trace" not in " ".join(v.qemu_opts())
-    monkeypatch.setenv(vm.QEMU_OPTS_ENV, "-D {workdir}/qemu.log -trace 'pci_nvme_err*'")
+    monkeypatch.setenv(vng.QEMU_OPTS_ENV, "-D {workdir}/qemu.log -trace 'pci_nvme_err*'")
     opts = v.qemu_opts()
     assert opts[-4:] == ["-D", f"{v.workdir}/qemu.log", "-trace", "pci_nvme_err*"]
     monkeypatch.setenv(accel.QEMU_BIN_ENV, "/opt/qemu10/bin/qemu-system-x86_64")

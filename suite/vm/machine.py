@@ -34,7 +34,7 @@ from typing import IO
 from suite.errors import BootTimeout, VMError
 from suite.guest.ssh import Guest
 from suite.vm import console
-from suite.vm.accel import QEMU, Accel, guest_qemu
+from suite.vm.accel import Accel
 from suite.vm.console import PANIC_KINDS, ConsoleWatcher
 from suite.vm.disks import (NVME_LISTING, NvmeSpec, check_disk_space, create_sparse,
                             nvme_qemu_opts, parse_nvme_listing, supports_odirect)
@@ -42,25 +42,13 @@ from suite.vm.monitor import Monitor
 from suite.vm.ports import (PortLease, group_alive, group_listens, group_pids, lease_port,
                             port_listening)
 from suite.vm.vng import (BASE_APPEND, KEEPALIVE_CMD, READY_FILE, VNG, check_safe_path, ensure_vng_ssh_keys,
+                          HOSTFWD_FAILED, env_qemu_opts, qemu_binary_args,
                           require_tools)
 
 log = logging.getLogger(__name__)
 
-HOSTFWD_FAILED = "Could not set up host forwarding rule"
-
 
 # --------------------------------------------------------------------------- specs
-
-
-QEMU_OPTS_ENV = "OZFS_VMCI_QEMU_OPTS"
-
-
-def env_qemu_opts(workdir: Path) -> list[str]:
-    """Extra qemu options for every guest from $OZFS_VMCI_QEMU_OPTS, to look into the
-    device models while a case runs, e.g. ``-D {workdir}/qemu.log -trace dma_map_wait``
-    (``{workdir}``: the guest's folder in the run, so the log stays with its console)."""
-    raw = os.environ.get(QEMU_OPTS_ENV, "").strip()
-    return [a.replace("{workdir}", str(workdir)) for a in shlex.split(raw)] if raw else []
 
 
 @dataclass(kw_only=True)
@@ -211,8 +199,7 @@ class VM:
         for a in s.append:
             cmd += ["--append", a]
         cmd += s.extra_vng_args
-        if guest_qemu() != QEMU:
-            cmd += ["--qemu", guest_qemu()]
+        cmd += qemu_binary_args()
         # '=' matters: a value starting with '-' would otherwise be parsed as an option
         cmd.append("--qemu-opts=" + " ".join(self.qemu_opts()))
         return cmd + ["--", *KEEPALIVE_CMD]

@@ -7,7 +7,9 @@ over a slirp host forward on 127.0.0.1:PORT is how the host drives it.
 """
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,9 +17,11 @@ from pathlib import Path
 from suite.errors import VMError
 from suite.guest.ssh import virtme_key
 from suite.locks import file_lock
+from suite.vm.accel import guest_qemu
 
 VNG = "vng"
 QEMU = "qemu-system-x86_64"
+HOSTFWD_FAILED = "Could not set up host forwarding rule"    # qemu's slirp: the port is taken
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
 # The guest's main script: keep the guest up (its exit powers the guest off).
 # Before that, repair the network if udev renamed eth0 (virtme-ng-init only
@@ -55,6 +59,21 @@ READY_FILE = "/run/ozvm-ready"
 # and a build on two cores.
 BASE_APPEND = ("sysrq_always_enabled", "no_timer_check")
 KEEPALIVE_CMD = ["bash", "-c", KEEPALIVE_SCRIPT.strip()]
+
+QEMU_OPTS_ENV = "OZFS_VMCI_QEMU_OPTS"
+
+
+def env_qemu_opts(workdir: Path) -> list[str]:
+    """Extra qemu options for every guest from $OZFS_VMCI_QEMU_OPTS, to look into the
+    device models while a case runs, e.g. ``-D {workdir}/qemu.log -trace dma_map_wait``
+    (``{workdir}``: the guest's folder in the run, so the log stays with its console)."""
+    raw = os.environ.get(QEMU_OPTS_ENV, "").strip()
+    return [a.replace("{workdir}", str(workdir)) for a in shlex.split(raw)] if raw else []
+
+
+def qemu_binary_args() -> list[str]:
+    """``--qemu`` for vng when the guests run on another qemu ($OZFS_VMCI_QEMU)."""
+    return [] if guest_qemu() == QEMU else ["--qemu", guest_qemu()]
 
 
 def require_tools() -> None:
