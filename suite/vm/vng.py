@@ -17,10 +17,9 @@ from pathlib import Path
 from suite.errors import VMError
 from suite.guest.ssh import virtme_key
 from suite.locks import file_lock
-from suite.vm.accel import guest_qemu
+from suite.vm.accel import QEMU, guest_qemu
 
 VNG = "vng"
-QEMU = "qemu-system-x86_64"
 HOSTFWD_FAILED = "Could not set up host forwarding rule"    # qemu's slirp: the port is taken
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")
 # The guest's main script: keep the guest up (its exit powers the guest off).
@@ -78,7 +77,7 @@ def qemu_binary_args() -> list[str]:
 
 def require_tools() -> None:
     """VMError naming what is missing to boot guests."""
-    missing = [t for t in (VNG, QEMU) if shutil.which(t) is None]
+    missing = [t for t in (VNG, guest_qemu()) if shutil.which(t) is None]
     if missing:
         raise VMError(f"missing {', '.join(missing)} in PATH",
                       fix="pip install virtme-ng; apt-get install qemu-system-x86")
