@@ -498,3 +498,16 @@ def test_the_kmemleak_steps_are_quiet_without_it_and_report_with_it(tmp_path, mo
     assert run(kmemleak.after_command("=== ")).stdout.startswith("=== kmemleak\n")
     assert "clear" in before_script("zpool", RULES.collect)
     assert "echo scan" in after_script("zpool", RULES.collect)
+
+
+def test_the_thorough_export_names_what_each_step_cost():
+    """--thorough costs a case 25-106 s under TCG; ondisk.txt says which step."""
+    ticks = iter([0.0, 2.0, 2.0, 2.5, 2.5, 40.0, 40.0, 43.0])
+    steps = ondisk.Steps(clock=lambda: next(ticks))
+    for name in ("export", "gauges", "zdb", "import"):
+        with steps(name):
+            pass
+    assert str(steps) == "export 2.0, gauges 0.5, zdb 37.5, import 3.0"
+    with pytest.raises(RuntimeError):           # a step that fails is still timed
+        with ondisk.Steps(clock=iter([0.0, 1.0]).__next__)("zdb"):
+            raise RuntimeError("zdb died")
