@@ -6,6 +6,8 @@ diff-coverage table. A part with nothing to say is left out.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.report import phases as phase_report
@@ -25,22 +27,65 @@ def side_cell(sides: Sides, side: str) -> tuple[str, ...]:
 
 
 def judges(sides: Sides) -> Section | None:
-    """Every finding of the after-case checks, with the case's after-case.txt."""
+    """Every finding of the after-case checks, with the case's after-case.txt, and
+    what was judged: a run whose judges found nothing says how many cases they read
+    and what they could not check, so a quiet table is earned, not empty."""
     head = (*(("side",) if len(sides) > 1 else ()), "case", "finding", "detail", "checks")
-    grid, judged = Grid(head), 0
+    grid, folders = Grid(head), []
     for side, sessions in sides:
         for nodeid, (v, folder) in sorted(verdicts(sessions).items()):
             after = folder / "after-case.txt"
-            judged += after.exists()
+            folders.append(folder)
             for s in v.symptoms:
                 if s.kind.startswith(JUDGE_KINDS):
                     link = Link("after-case.txt", after) if after.exists() else "-"
                     grid.rows.append((*side_cell(sides, side), nodeid, s.kind, s.detail, link))
-    if not grid.rows:
+    seen = judged(folders)
+    if not grid.rows and not seen.cases:
         return None
     return Section("After-case checks", "judges", [
         f"{len(grid.rows)} finding(s) of what cases left behind (taint, kstat accounting, "
-        f"pool errors, ereports, on-disk checks); {judged} case(s) were judged."], [grid])
+        f"pool errors, ereports, on-disk checks); {seen.cases} case(s) were judged.",
+        *seen.lines()], [grid] if grid.rows else [])
+
+
+@dataclass
+class Judged:
+    """What the after-case judges read across a run (``after-case.txt``, ``ondisk.txt``)."""
+    cases: int = 0
+    thorough: int = 0                  # cases with a scrub + export (+ zdb) after them
+    zdb: int = 0                       # of those, cases whose pool zdb walked
+    unchecked: dict[str, int] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.thorough:
+            out.append(f"--thorough: {self.thorough} case(s) scrubbed and exported, "
+                       f"{self.zdb} walked by zdb -bcc.")
+        out += [f"not checked in {n} case(s): {what}" for what, n in
+                sorted(self.unchecked.items(), key=lambda kv: -kv[1])]
+        return out
+
+
+UNCHECKED = re.compile(r"^not checked: (.*)$|^(.*), not checked(?: \(.*\))?$")
+
+
+def judged(folders: list[Path]) -> Judged:
+    j = Judged()
+    for folder in folders:
+        after, ondisk = folder / "after-case.txt", folder / "ondisk.txt"
+        lines = []
+        if after.exists():
+            j.cases += 1
+            lines += after.read_text(errors="replace").split("\n--- before the case")[0].splitlines()
+        if ondisk.exists():
+            text = ondisk.read_text(errors="replace")
+            j.thorough += "export + gauges" in text
+            j.zdb += "export + gauges" in text and "the build has no zdb" not in text
+            lines += text.splitlines()
+        for what in {m.group(1) or m.group(2) for m in map(UNCHECKED.match, lines) if m}:
+            j.unchecked[what] = j.unchecked.get(what, 0) + 1
+    return j
 
 
 def explore(sides: Sides) -> Section | None:
