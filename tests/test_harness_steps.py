@@ -88,8 +88,15 @@ def test_a_power_cut_case_is_judged_on_both_consoles_and_restores_the_new_guests
 
         def set_tripwire(self, fn): self.tripwire = fn
 
+        def run(self, script, **kw):             # no pool imported yet, the gauges
+            return SimpleNamespace(stdout="=== pools\n=== kstat abdstats\n"
+                                   "13 1 0x01 21 5712 1 2\nname type data\n"
+                                   "scatter_cnt 4 7\n")
+
     class _Zfs:
         guest = _Guest()
+
+        def cmd(self, name): return name
 
         def load(self): return {"zfs": "NEW"}
 
@@ -97,7 +104,7 @@ def test_a_power_cut_case_is_judged_on_both_consoles_and_restores_the_new_guests
                                         "zfs_dio_strict": "0"}
 
     new = SimpleNamespace(zfs=_Zfs(), vm=SimpleNamespace(console_path=new_console), watch=None,
-                          loaded={}, params=set())
+                          loaded={}, params=set(), baseline=None)
     old_vm = SimpleNamespace(power_cut=lambda: None, spec=SimpleNamespace(), console_path=console)
     g.vm, g.shape, g.replaced_by = old_vm, "default", None
     monkeypatch.setattr(lifecycle, "replace", lambda spec, **kw: spec)
@@ -106,6 +113,8 @@ def test_a_power_cut_case_is_judged_on_both_consoles_and_restores_the_new_guests
     assert guests.power_cut(g, tmp_path / "commands.log") is new
     assert g.fit is False and new.watch is g.watch and guests.current is new
     assert g.watch.params["zfs_dedup_log_mem_max"] == "41034874"      # the new guest's own
+    # Its gauges before the pool is imported: the later cases' leak check has a baseline.
+    assert new.baseline["abdstats"]["scatter_cnt"] == (4, 7)
     with new_console.open("a") as f:
         f.write("[  30.0] WARNING: CPU: 0 PID: 77 at fs/zfs/zil.c:9 zil_replay+0x1/0x2 [zfs]\n")
     case, harness = g.watch.findings()

@@ -511,3 +511,22 @@ def test_the_thorough_export_names_what_each_step_cost():
     with pytest.raises(RuntimeError):           # a step that fails is still timed
         with ondisk.Steps(clock=iter([0.0, 1.0]).__next__)("zdb"):
             raise RuntimeError("zdb died")
+
+
+def test_a_case_thorough_cannot_judge_on_disk_says_why():
+    """The whole-selection run of #21 had 4 cases with no ondisk.txt at all: a power
+    cut, a panic, a case that left its pool; each now names its reason."""
+    from types import SimpleNamespace
+
+    from suite.plugin.fixtures import thorough_skipped
+    from suite.report.page.sections import UNCHECKED
+    ok = SimpleNamespace(replaced_by=None, pool_spec="stripe")
+    assert thorough_skipped(ok, in_doubt=False) == ""
+    assert "in doubt" in thorough_skipped(ok, in_doubt=True)
+    cut = SimpleNamespace(replaced_by=ok, pool_spec="stripe")
+    assert "power" in thorough_skipped(cut, in_doubt=False)
+    gone = SimpleNamespace(replaced_by=None, pool_spec=None)
+    why = thorough_skipped(gone, in_doubt=False)
+    assert "exported or destroyed" in why
+    m = UNCHECKED.match(f"on-disk checks not run: {why}, not checked")
+    assert m and m.group(2) == f"on-disk checks not run: {why}"

@@ -112,6 +112,13 @@ class ZfsGuest:
         return g
 
 
+def baseline_of(g: ZfsGuest, out: dict[str, str], raw: str) -> None:
+    """The [[returns]] gauges of a guest with no pool imported yet: what they must
+    come back to once every pool is exported again (``suite/judges/ondisk.py``)."""
+    if not out.get("pools", "").split():
+        g.baseline = Snapshot.parse(raw).kstats
+
+
 def tripwire(console_path: Path) -> Callable[[], str | None]:
     """A guest's tripwire (``Guest.set_tripwire``): the first console line from
     now on that says a kernel thread died, else None."""
@@ -217,8 +224,7 @@ class Guests:
         raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
         out = sections(raw)
         values = parse_params(out.get("params", ""))
-        if not out.get("pools", "").split():
-            g.baseline = Snapshot.parse(raw).kstats
+        baseline_of(g, out, raw)
         if not self.capabilities_recorded:
             write_capabilities(self.run_dir, capabilities(
                 values, out.get("kstat-files", "").split(), list(self.record.commands),
@@ -226,6 +232,12 @@ class Guests:
                 zts="all" in self.record.inputs.get("targets", [])))   # ZTS builds all
             self.capabilities_recorded = True
         return set(values)
+
+    def _take_baseline(self, g: ZfsGuest) -> None:
+        script = "\n".join([f"echo '{SECTION}pools'; {g.zfs.cmd('zpool')} list -H -o name "
+                             "2>/dev/null; true", kstat_script(self.rules.return_files())])
+        raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
+        baseline_of(g, sections(raw), raw)
 
     def _boot(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:
         """A booted guest; a boot that only ran out of time (no crash on the console:
@@ -273,6 +285,7 @@ class Guests:
         new.loaded = new.zfs.load()
         values = new.zfs.param_values()
         new.params = set(values)
+        self._take_baseline(new)    # its pools are not imported yet: later cases' leak check
         if g.watch is not None:             # the case is judged on the new guest from here
             g.watch.follow(ConsoleWatcher(new.vm.console_path), values)
             new.watch = g.watch

@@ -275,6 +275,10 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     yield ds
     rep = getattr(request.node, "rep_call", None)
     failed = rep is not None and rep.failed
+    thorough = request.config.getoption("thorough")
+    skipped = thorough_skipped(g, failed and not settled_failure(request.node))
+    if thorough and skipped:
+        (case_dir / "ondisk.txt").write_text(f"on-disk checks not run: {skipped}, not checked\n")
     if failed and not settled_failure(request.node):
         # The dataset may be wedged (that may be the bug): touching it could hang.
         # zfs_guest's teardown judges the guest and then lets it go.
@@ -283,9 +287,10 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     if failed:
         zfs_guest.guest.mark("ozfs-vmci: the case failed on its data alone (every request "
                              "completed): its dataset is released and the guest kept")
-    if g.fit:
+    # A guest let go after the case only for a load-time parameter it set still
+    # holds the case's data: --thorough judges it before it goes.
+    if g.fit or (thorough and not skipped):
         try:
-            thorough = request.config.getoption("thorough")
             if request.node.get_closest_marker("zinject") or thorough:
                 # --thorough scrubs and exports the pool: a handler the case left
                 # armed (even behind the harness's back) would fault the scrub's reads
@@ -302,6 +307,17 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
             # the case with the evidence and recycles the guest.
             how = "hung" if "deadline" in e.what else "failed"   # ssh.py: "overran its Ns deadline"
             request.node.ozfs_teardown_problem = f"the dataset teardown {how}: {e.what}"
+
+
+def thorough_skipped(g, in_doubt: bool) -> str:
+    """Why --thorough cannot judge this case's pool on disk ('' when it can)."""
+    if in_doubt:
+        return "the case failed with its dataset in doubt (touching it could hang)"
+    if g.replaced_by is not None:
+        return "the case cut the guest's power (its pool is on the guest booted after)"
+    if g.pool_spec is None:
+        return "the case exported or destroyed its pool"
+    return ""
 
 
 def settled_failure(item: pytest.Item) -> bool:
