@@ -212,7 +212,7 @@ def test_write_overlap_all_or_nothing(zfs_guest, pool, engine, accel, case_dir, 
 
 @pytest.mark.parametrize("barrier", ["fsync", "syncfs"])
 def test_write_acknowledged_survives_power_cut(zfs_guest, pool, engine, accel, guests, barrier,
-                                               case_dir, symptom):
+                                               case_dir, symptom, ondisk_check):
     """The guest's power is cut the moment the barrier returns; a fresh guest
     imports the pool from the same NVMe images: the write the barrier
     acknowledged must be there."""
@@ -244,6 +244,7 @@ def test_write_acknowledged_survives_power_cut(zfs_guest, pool, engine, accel, g
         f"barrier returned at t={end['t']} s with {end.get('pending')} still pending; "
         f"power cut at once; after import: {r.get('correct')} "
         f"(wrong bytes {r.get('wrong_bytes')}, first at {r.get('first_wrong_byte')})\n")
+    ondisk_check(new, pool.pool.name)       # --thorough: the pool as the ZIL replay left it
     try:
         new.zfs.zpool("destroy", "-f", pool.pool.name, timeout=accel.deadline(60), check=False)
     except GuestError:

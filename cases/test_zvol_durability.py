@@ -94,7 +94,8 @@ def _param(c, dio_off: bool = False):
 @pytest.mark.parametrize("crash,slog,logbias,size,how,dio_off",
                          [_param(c) for c in CASES] + [_param(c, True) for c in CONTROLS])
 def test_zvol_synced_write_survives_crash(zdio, guests, accel, case_dir, symptom,
-                                          crash, slog, logbias, size, how, dio_off):
+                                          crash, slog, logbias, size, how, dio_off,
+                                          ondisk_check):
     z = zdio.zfs
     if dio_off and ZVOL_PARAM not in zdio.have_params:
         pytest.skip(f"the build has no {ZVOL_PARAM}: the variant without -dio0 is "
@@ -138,6 +139,7 @@ def test_zvol_synced_write_survives_crash(zdio, guests, accel, case_dir, symptom
         f"correct={r.get('correct')} wrong={r.get('wrong_bytes')} "
         f"first at {r.get('first_wrong_byte')} ({r.get('wrong_kind')})\n")
     if crash == "power-cut":
+        ondisk_check(new, zdio.pool)        # --thorough: the pool as the ZIL replay left it
         try:
             new.zfs.zpool("destroy", "-f", zdio.pool, timeout=accel.deadline(60), check=False)
         except GuestError:

@@ -277,7 +277,7 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     failed = rep is not None and rep.failed
     thorough = request.config.getoption("thorough")
     skipped = thorough_skipped(g, failed and not settled_failure(request.node))
-    if thorough and skipped:
+    if thorough and skipped and not getattr(request.node, "ozfs_ondisk_done", False):
         (case_dir / "ondisk.txt").write_text(f"on-disk checks not run: {skipped}, not checked\n")
     if failed and not settled_failure(request.node):
         # The dataset may be wedged (that may be the bug): touching it could hang.
@@ -296,7 +296,7 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
                 # armed (even behind the harness's back) would fault the scrub's reads
                 # and hold the pool busy.
                 zfs_guest.zinject("-c", "all", check=False, timeout=60)
-            ondisk = (_Thorough(request.node, zfs_guest, g, case_dir)
+            ondisk = (_Thorough(request.node, zfs_guest, g, case_dir, g.pool_spec.name)
                       if thorough and g.pool_spec is not None else None)
             if not release_dataset(zfs_guest, ds.name, ondisk):
                 g.pool_spec = None      # unknown state: recreate next time
@@ -345,21 +345,23 @@ class _Thorough:
     with the dataset destroyed, ``zdb -bcc`` of the exported pool; findings join the
     after-case judges' (``suite/judges/ondisk.py``) and ``ondisk.txt``."""
 
-    def __init__(self, item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path) -> None:
-        self.zfs, self.g, self.out = zfs_guest, g, case_dir / "ondisk.txt"
+    def __init__(self, item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path,
+                 pool: str) -> None:
+        self.zfs, self.g, self.out, self.pool = zfs_guest, g, case_dir / "ondisk.txt", pool
         self.timeout = 300 * item.config.stash.get(DEADLINE_SCALE, 1.0)
+        item.ozfs_ondisk_done = True
 
     def scrub(self) -> None:
         from suite.judges import ondisk
         t = time.monotonic()
-        found = ondisk.scrub(self.zfs, self.g.pool_spec.name, self.timeout)
+        found = ondisk.scrub(self.zfs, self.pool, self.timeout)
         self._record(f"scrub (the case's dataset included) in {time.monotonic() - t:.1f}s",
                      [], found)
 
     def exported(self) -> None:
         from suite.judges import ondisk
         from suite.judges.kstats import load_rules
-        res = ondisk.exported(self.zfs, self.g.pool_spec.name, self.timeout,
+        res = ondisk.exported(self.zfs, self.pool, self.timeout,
                               rules=load_rules(), baseline=self.g.baseline)
         self._record(f"export + gauges + zdb -bcc in {res.seconds:.1f}s", res.notes,
                      res.findings)
@@ -369,6 +371,25 @@ class _Thorough:
         with self.out.open("a") as f:
             f.write(head + "\n" + "".join(f"{n}\n" for n in notes) +
                     "".join(f"FINDING {x.kind}: {x.detail}\n" for x in found))
+
+
+@pytest.fixture
+def ondisk_check(request: pytest.FixtureRequest, case_dir: Path) -> Callable[..., None]:
+    """``ondisk_check(guest, pool)``: with ``--thorough``, judge a pool the ``pool``
+    fixture cannot reach (the one a power-cut case imported on the guest booted
+    after the cut) before the case destroys it: scrub, export, gauges, ``zdb -bcc``,
+    import; findings join the after-case judges'. Without ``--thorough``: nothing."""
+    def check(g, pool: str) -> None:
+        if not request.config.getoption("thorough"):
+            return
+        t = _Thorough(request.node, g.zfs, g, case_dir, pool)
+        try:
+            t.scrub()
+            t.exported()
+        except GuestError as e:         # as the pool fixture's teardown: the case fails
+            how = "hung" if "deadline" in e.what else "failed"
+            request.node.ozfs_teardown_problem = f"the on-disk checks {how}: {e.what}"
+    return check
 
 
 @pytest.fixture
