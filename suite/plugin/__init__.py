@@ -3,8 +3,9 @@
 Loaded by the project's ``conftest.py`` (``pytest_plugins = ["suite.plugin"]``),
 so ``pytest cases ...`` just works from a checkout.
 """
-from suite.plugin.fixtures import (accel, case_dir, dio, engine, guests, pool,  # noqa: F401
-                                   run_ctx, symptom, zdio, zfs_build, zfs_guest)
+from suite.plugin.fixtures import (accel, case_dir, dio, engine, guests,  # noqa: F401
+                                   ondisk_check, pool, run_ctx, symptom, zdio, zfs_build,
+                                   zfs_guest)
 from suite.plugin.hooks import (pytest_addoption, pytest_collection_finish,  # noqa: F401
                                 pytest_collection_modifyitems, pytest_configure,
                                 pytest_configure_node, pytest_deselected, pytest_report_header,
