@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.plugin.shards import deal, load_durations, parse_shard, record_durations
+from suite.plugin.shards import deal, kept_deal, load_durations, parse_shard, record_durations
 from suite.report.merge import merge
 
 pytest_plugins = ["pytester"]
@@ -26,6 +26,25 @@ def test_dealing_covers_every_case_once_and_balances_recorded_times():
     with pytest.raises(pytest.UsageError):
         parse_shard("4/3")
     assert parse_shard(" 2/4 ") == (2, 4)
+
+
+def test_shards_run_one_after_another_still_cover_every_case_once(tmp_path: Path):
+    """Seen here: stock master's shard 1/2 recorded its cases' times, shard 2/2 dealt
+    from the new ones, and test_write_cut_by_rlimit_fsize[libaio-pwritev16] ran in
+    both while other cases ran in neither."""
+    ids = [f"c{i}" for i in range(12)]
+    before = {f"c{i}": 10.0 * (i + 1) for i in range(12)}
+    after = {**before, "c11": 1.0, "c0": 500.0}            # what shard 1 recorded
+    assert deal(ids, 2, before)[1] != deal(ids, 2, after)[1]   # the trap, without a kept deal
+    f = tmp_path / "shards" / "deal.json"
+    first, kept = kept_deal(ids, 2, before, f)
+    assert not kept and f.exists()
+    second, kept = kept_deal(ids, 2, after, f)
+    assert kept and second == first
+    assert sorted(first[0] + second[1]) == sorted(ids)
+    # Another selection, or another N, is dealt afresh.
+    other, kept = kept_deal(ids[:-1], 2, after, f)
+    assert not kept and sorted(sum(other, [])) == sorted(ids[:-1])
 
 
 def test_case_times_are_kept_newest_first(tmp_path: Path):

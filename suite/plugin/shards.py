@@ -9,7 +9,9 @@ keeps its own share. A case never timed counts as the median of those that were.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import statistics
 from pathlib import Path
@@ -94,6 +96,34 @@ def deal(nodeids: list[str], n: int, times: dict[str, float]) -> list[list[str]]
     return shards
 
 
+def deal_file(nodeids: list[str], n: int) -> Path:
+    """Where the deal of this selection into ``n`` shards is kept (the cache)."""
+    key = hashlib.sha256("\n".join([str(n), *sorted(nodeids)]).encode()).hexdigest()[:16]
+    return paths.cache_root() / "shards" / f"{key}.json"
+
+
+def kept_deal(nodeids: list[str], n: int, times: dict[str, float],
+              path: Path | None = None) -> tuple[list[list[str]], bool]:
+    """The deal of ``nodeids`` into ``n`` shards, the same for every shard of it: the
+    first session to deal a selection keeps its deal in the cache and the later ones
+    take it. Shards run one after another on one machine would otherwise deal from
+    different times (each session records its cases' times), and cover some cases
+    twice and others never. (deal, True when it was the kept one)."""
+    path = path or deal_file(nodeids, n)
+    try:
+        kept = json.loads(path.read_text())
+        if (len(kept) == n and sorted(sum(kept, [])) == sorted(nodeids)):
+            return [list(s) for s in kept], True
+    except (OSError, ValueError, TypeError):
+        pass
+    shards = deal(nodeids, n, times)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(shards))
+    tmp.replace(path)
+    return shards, False
+
+
 class ShardPlugin:
     """Registered by the plugin's ``pytest_configure`` when ``--shard`` is given."""
 
@@ -103,7 +133,8 @@ class ShardPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        mine = set(deal([i.nodeid for i in items], self.total, case_times(config))[self.index - 1])
+        shards, _ = kept_deal([i.nodeid for i in items], self.total, case_times(config))
+        mine = set(shards[self.index - 1])
         drop = [i for i in items if i.nodeid not in mine]
         if drop:
             config.hook.pytest_deselected(items=drop)
@@ -111,4 +142,5 @@ class ShardPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return [f"ozfs-vmci: shard {self.index}/{self.total} (balanced by "
-                f"{len(case_times(config))} recorded case times)"]
+                f"{len(case_times(config))} recorded case times; the same deal for every "
+                "shard of this selection, kept in the cache's shards/)"]
