@@ -276,10 +276,11 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     rep = getattr(request.node, "rep_call", None)
     failed = rep is not None and rep.failed
     thorough = request.config.getoption("thorough")
-    skipped = thorough_skipped(g, failed and not settled_failure(request.node))
+    in_doubt = failed and not settled_failure(request.node)
+    skipped = thorough_skipped(g, in_doubt)
     if thorough and skipped and not getattr(request.node, "ozfs_ondisk_done", False):
         (case_dir / "ondisk.txt").write_text(f"on-disk checks not run: {skipped}, not checked\n")
-    if failed and not settled_failure(request.node):
+    if in_doubt:
         # The dataset may be wedged (that may be the bug): touching it could hang.
         # zfs_guest's teardown judges the guest and then lets it go.
         g.pool_spec = None
