@@ -217,9 +217,7 @@ class Guests:
         load-time baseline of the [[returns]] gauges, in one guest command; the first
         time in this worker also what the build can do (``build/capabilities.json``)."""
         script = "\n".join([f"echo '{SECTION}params'; {PARAMS_SCRIPT}",
-                             f"echo '{SECTION}pools'; {g.zfs.cmd('zpool')} list -H -o name "
-                             "2>/dev/null; true",
-                             kstat_script(self.rules.return_files()),
+                             self._baseline_script(g),
                              f"echo '{SECTION}kstat-files'; {kstat_command()}"])
         raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
         out = sections(raw)
@@ -233,10 +231,14 @@ class Guests:
             self.capabilities_recorded = True
         return set(values)
 
+    def _baseline_script(self, g: ZfsGuest) -> str:
+        """The guest's imported pools and its [[returns]] gauges (``baseline_of``)."""
+        return "\n".join([f"echo '{SECTION}pools'; {g.zfs.cmd('zpool')} list -H -o name "
+                          "2>/dev/null; true", kstat_script(self.rules.return_files())])
+
     def _take_baseline(self, g: ZfsGuest) -> None:
-        script = "\n".join([f"echo '{SECTION}pools'; {g.zfs.cmd('zpool')} list -H -o name "
-                             "2>/dev/null; true", kstat_script(self.rules.return_files())])
-        raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
+        raw = g.zfs.guest.run(self._baseline_script(g), timeout=30, log=False,
+                              check=False).stdout
         baseline_of(g, sections(raw), raw)
 
     def _boot(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:
