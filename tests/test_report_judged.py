@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from suite.judges.ondisk import Done
+from suite.plugin.fixtures import ondisk_record
 from suite.report.page.sections import judged
 
 AFTER = """checked: taint (POE), pool health (1 pool(s)), ereports (0), accounting (10 kstat files)
@@ -27,18 +29,22 @@ zdb block accounting: the build has no zdb, not checked
 """
 
 
-def folder(root: Path, name: str, after: str | None, ondisk: str | None = None) -> Path:
+def folder(root: Path, name: str, after: str | None, ondisk: str | None = None,
+           zdb: bool = True) -> Path:
     d = root / name
     d.mkdir()
     if after is not None:
         (d / "after-case.txt").write_text(after)
     if ondisk is not None:
         (d / "ondisk.txt").write_text(ondisk)
+        # what _Thorough records beside its prose, step by step
+        ondisk_record(d, scrubbed=1, seconds={"scrub": 1.4})
+        ondisk_record(d, exported=1, zdb=int(zdb), seconds={"export+zdb": 4.0})
     return d
 
 
 def test_a_quiet_run_says_what_its_judges_read_and_what_they_could_not(tmp_path: Path):
-    dirs = [folder(tmp_path, "a", AFTER, ONDISK), folder(tmp_path, "b", AFTER, NO_ZDB),
+    dirs = [folder(tmp_path, "a", AFTER, ONDISK), folder(tmp_path, "b", AFTER, NO_ZDB, zdb=False),
             folder(tmp_path, "c", None)]                    # a case that never got judged
     j = judged(dirs)
     assert (j.cases, j.thorough, j.zdb) == (2, 2, 1)
@@ -54,3 +60,19 @@ def test_a_run_without_thorough_names_no_on_disk_check(tmp_path: Path):
     j = judged([folder(tmp_path, "a", AFTER)])
     assert (j.cases, j.thorough) == (1, 0)
     assert not any(ln.startswith("--thorough") for ln in j.lines())
+
+
+def test_the_counts_come_from_the_record_not_from_its_prose(tmp_path: Path):
+    """ondisk.txt is for people: rewording a sentence must not change the counts."""
+    d = folder(tmp_path, "a", AFTER, ONDISK.replace("export + gauges", "exported"))
+    assert (judged([d]).thorough, judged([d]).zdb) == (1, 1)
+    ondisk_record(d, exported=1, seconds={"export+zdb": 2.0})   # a second pool
+    done = Done.read(d)
+    assert (done.scrubbed, done.exported, done.zdb) == (1, 2, 1)
+    assert done.seconds == {"scrub": 1.4, "export+zdb": 6.0}
+    skipped = folder(tmp_path, "b", AFTER)
+    ondisk_record(skipped, not_run="the case cut the guest's power")
+    assert Done.read(skipped).not_run == "the case cut the guest's power"
+    assert judged([skipped]).thorough == 0
+    (skipped / "ondisk.json").write_text("{not json")             # a torn file
+    assert Done.read(skipped) is None and judged([skipped]).cases == 1

@@ -11,10 +11,12 @@ minutes under TCG), so the gate and the nightly lane turn it on.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from suite.judges import kstats, pools
 from suite.judges.judge import Finding
@@ -31,6 +33,34 @@ class OnDisk:
     findings: list[Finding]
     notes: list[str]
     seconds: float = 0.0
+    zdb: bool = False                   # zdb -bcc walked the pool
+
+
+RECORD = "ondisk.json"
+
+
+@dataclass
+class Done:
+    """What ``--thorough`` did in one case (``ondisk.json`` beside the readable
+    ``ondisk.txt``): how many of its pools were scrubbed, exported (gauges checked)
+    and walked by zdb, or why none was. The report counts from this, not from prose."""
+    scrubbed: int = 0
+    exported: int = 0
+    zdb: int = 0
+    not_run: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, case_dir: Path) -> "Done | None":
+        try:
+            data = json.loads((case_dir / RECORD).read_text())
+        except (OSError, ValueError):
+            return None
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known) if isinstance(data, dict) else None
+
+    def write(self, case_dir: Path) -> None:
+        (case_dir / RECORD).write_text(json.dumps(asdict(self), indent=1) + "\n")
 
 
 def scrub_findings(pool: str, status: str, before: str = "", leaves=None) -> list[Finding]:
@@ -156,7 +186,7 @@ def exported(zfs, pool: str, timeout: float, rules: kstats.Rules | None = None,
         with steps("import"):
             zfs.zpool("import", "-d", "/dev", pool, timeout=timeout)
         notes.append(f"seconds: {steps}")
-    return OnDisk(found, notes, time.monotonic() - t)
+    return OnDisk(found, notes, time.monotonic() - t, zdb="zdb" in steps.seconds)
 
 
 class Steps:

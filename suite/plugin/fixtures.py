@@ -280,6 +280,7 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
     skipped = thorough_skipped(g, in_doubt)
     if thorough and skipped and not getattr(request.node, "ozfs_ondisk_done", False):
         (case_dir / "ondisk.txt").write_text(f"on-disk checks not run: {skipped}, not checked\n")
+        ondisk_record(case_dir, not_run=skipped)
     if in_doubt:
         # The dataset may be wedged (that may be the bug): touching it could hang.
         # zfs_guest's teardown judges the guest and then lets it go.
@@ -341,6 +342,19 @@ def release_dataset(zfs: Zfs, name: str, ondisk: "_Thorough | None") -> bool:
     return True
 
 
+def ondisk_record(case_dir: Path, not_run: str = "", seconds: dict | None = None,
+                  **counts: int) -> None:
+    """Add one step to the case's ``ondisk.json`` (``suite.judges.ondisk.Done``)."""
+    from suite.judges.ondisk import Done
+    done = Done.read(case_dir) or Done()
+    for name, n in counts.items():
+        setattr(done, name, getattr(done, name) + n)
+    done.not_run = not_run or done.not_run
+    for name, secs in (seconds or {}).items():
+        done.seconds[name] = round(done.seconds.get(name, 0.0) + secs, 1)
+    done.write(case_dir)
+
+
 class _Thorough:
     """--thorough: a scrub while the case's dataset still holds what it wrote, then,
     with the dataset destroyed, ``zdb -bcc`` of the exported pool; findings join the
@@ -349,6 +363,7 @@ class _Thorough:
     def __init__(self, item: pytest.Item, zfs_guest: Zfs, g, case_dir: Path,
                  pool: str) -> None:
         self.zfs, self.g, self.out, self.pool = zfs_guest, g, case_dir / "ondisk.txt", pool
+        self.case_dir = case_dir
         self.timeout = 300 * item.config.stash.get(DEADLINE_SCALE, 1.0)
         item.ozfs_ondisk_done = True
 
@@ -358,6 +373,7 @@ class _Thorough:
         found = ondisk.scrub(self.zfs, self.pool, self.timeout)
         self._record(f"scrub (the case's dataset included) in {time.monotonic() - t:.1f}s",
                      [], found)
+        ondisk_record(self.case_dir, scrubbed=1, seconds={"scrub": time.monotonic() - t})
 
     def exported(self) -> None:
         from suite.judges import ondisk
@@ -366,6 +382,8 @@ class _Thorough:
                               rules=load_rules(), baseline=self.g.baseline)
         self._record(f"export + gauges + zdb -bcc in {res.seconds:.1f}s", res.notes,
                      res.findings)
+        ondisk_record(self.case_dir, exported=1, zdb=int(res.zdb),
+                      seconds={"export+zdb": res.seconds})
 
     def _record(self, head: str, notes: list[str], found: list) -> None:
         self.g.ondisk += found

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite.judges.ondisk import Done
 from suite.report import phases as phase_report
 from suite.report import zts
 from suite.report.page.disk import minutes, read_json, tail, verdicts
@@ -78,11 +79,12 @@ def judged(folders: list[Path]) -> Judged:
         if after.exists():
             j.cases += 1
             lines += after.read_text(errors="replace").split("\n--- before the case")[0].splitlines()
+        done = Done.read(folder)
+        if done is not None:
+            j.thorough += done.exported > 0
+            j.zdb += done.zdb > 0
         if ondisk.exists():
-            text = ondisk.read_text(errors="replace")
-            j.thorough += "export + gauges" in text
-            j.zdb += "export + gauges" in text and "the build has no zdb" not in text
-            lines += text.splitlines()
+            lines += ondisk.read_text(errors="replace").splitlines()
         for what in {m.group(1) or m.group(2) for m in map(UNCHECKED.match, lines) if m}:
             j.unchecked[what] = j.unchecked.get(what, 0) + 1
     return j
