@@ -316,6 +316,18 @@ def test_a_gauge_that_stays_up_with_every_pool_exported_is_a_leak(tmp_path: Path
     assert within == []                                   # 5 <= 3 + slack 2
 
 
+def test_a_gauge_below_zero_after_export_is_named_a_miscount():
+    """Stock 869d805997 (before openzfs/zfs#18390's fix), --thorough: after export
+    abdstats scatter_cnt read 18446744073709551566. 'A leak of 2^64 ABDs' misleads;
+    the finding says the count went below zero."""
+    rules = kstats.Rules((), (), returns=(kstats.ReturnRule("abdstats", ("scatter_cnt",),
+                                                            "why"),))
+    baseline = {"abdstats": kstats.parse(_abd(1))}
+    [b] = kstats.leaks(rules, baseline, {"abdstats": kstats.parse(_abd((1 << 64) - 50))})
+    assert b.kind == "leak" and "scatter_cnt = -50 as signed" in b.detail
+    assert "miscount" in b.detail and "1 before the guest's first pool" in b.detail
+
+
 def test_gauges_that_come_back_once_the_arc_is_shrunk_are_no_leak():
     """Export flushes the ARC from a taskq, best effort (zvol-dio head, TCG: 9 ABDs
     and 36 KiB of metadata still counted right after export); the shrinker frees

@@ -169,7 +169,13 @@ def not_returned(rule: ReturnRule, baseline: dict[str, Kstat],
             continue
         was, is_ = base[name][1], cur[name][1]
         cached = int(evictable * per.get(name, 0.0))
-        if is_ > was + rule.slack + cached:
+        if is_ >= WRAP:             # a u64 gauge below zero: frees counted twice
+            out.append(Breach("leak", rule.file, name,
+                              f"{rule.file} {name} = {is_ - (1 << 64)} as signed with every "
+                              f"pool exported, {was} before the guest's first pool: below "
+                              "zero, so not a buffer held but a miscount (more frees counted "
+                              "than allocations)"))
+        elif is_ > was + rule.slack + cached:
             out.append(Breach("leak", rule.file, name,
                               f"{rule.file} {name} = {is_} with every pool exported, "
                               f"{was} before the guest's first pool (+{is_ - was}"
