@@ -48,6 +48,14 @@ def _find_on_disks(zfs_guest, marker: str) -> tuple[str, int]:
                          "the file was not written where a raw read can find it")
 
 
+def _damage_record(zfs_guest, record: int) -> None:
+    """Overwrite the first 4 KiB of marked record ``record`` on the raw disk."""
+    dev, off = _find_on_disks(zfs_guest, f"{MARK}{record:02d}")
+    assert off % 4096 == 0, f"{MARK}{record:02d} at {off} on {dev}: not at a block's start"
+    zfs_guest.guest.run(f"dd if=/dev/urandom of={dev} bs=4096 count=1 seek={off // 4096} "
+                        "oflag=direct conv=notrunc status=none", timeout=120)
+
+
 @pytest.mark.canary("ondisk:scrub", "ondisk:zdb")
 def test_canary_block_damaged_on_disk(request, zfs_guest, spoiled_pool, pool):
     """4 KiB of one data block overwritten on the raw disk of a pool with no
@@ -59,10 +67,7 @@ def test_canary_block_damaged_on_disk(request, zfs_guest, spoiled_pool, pool):
     root = f"{zfs_guest.mnt_root}/{pool.pool.name}"
     zfs_guest.guest.run(_marked_file_script(f"{root}/canary.bin", 8), timeout=300)
     zfs_guest.zpool("sync", pool.pool.name)
-    dev, off = _find_on_disks(zfs_guest, f"{MARK}03")
-    assert off % 4096 == 0, f"{MARK}03 at {off} on {dev}: not at a block's start"
-    zfs_guest.guest.run(f"dd if=/dev/urandom of={dev} bs=4096 count=1 seek={off // 4096} "
-                        "oflag=direct conv=notrunc status=none", timeout=120)
+    _damage_record(zfs_guest, 3)
 
 
 @pytest.mark.canary("taint:U")
@@ -104,9 +109,7 @@ def test_canary_block_damaged_after_power_cut(request, zfs_guest, guests, accel,
     zfs_guest.zpool("sync", name)
     new = guests.power_cut(guests.current, case_dir / "commands.log")
     new.zfs.zpool("import", "-f", "-d", "/dev", name, timeout=accel.deadline(120))
-    dev, off = _find_on_disks(new.zfs, f"{MARK}03")
-    new.zfs.guest.run(f"dd if=/dev/urandom of={dev} bs=4096 count=1 seek={off // 4096} "
-                      "oflag=direct conv=notrunc status=none", timeout=120)
+    _damage_record(new.zfs, 3)
     ondisk_check(new, name)
     new.zfs.zpool("destroy", "-f", name, timeout=accel.deadline(60), check=False)
     new.pool_spec = None
