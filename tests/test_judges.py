@@ -168,6 +168,16 @@ def test_clearing_faults_declares_nothing_and_a_delay_declares_delay_ereports():
     assert leaves.ereports == {"delay", "deadman"} and not leaves.errors
 
 
+def test_write_errors_on_a_leaf_are_a_finding_named_by_their_column():
+    """WRITE has its own kind: a failed write the retry hid (a Direct I/O write that
+    returned right while its leaf counted an error) must not read as a READ fault."""
+    failed_write = STATUS_CLEAN.replace("/dev/nvme1n1  ONLINE       0     0     0",
+                                        "/dev/nvme1n1  ONLINE       0     2     0")
+    j = judge(snap(), snap(status=failed_write), Leaves(), RULES)
+    assert kinds(j) == ["pool:write"]
+    assert j.findings[0].detail == "tank: /dev/nvme1n1 has 2 WRITE error(s) the case did not declare"
+
+
 def test_faulted_vdevs_and_permanent_errors_are_findings_unless_declared():
     j = judge(snap(), snap(status=STATUS_LOST), Leaves(), RULES)
     assert sorted(kinds(j)) == ["pool:data-errors", "pool:read", "pool:state", "pool:state"]
