@@ -76,3 +76,5 @@ def test_the_counts_come_from_the_record_not_from_its_prose(tmp_path: Path):
     assert judged([skipped]).thorough == 0
     (skipped / "ondisk.json").write_text("{not json")             # a torn file
     assert Done.read(skipped) is None and judged([skipped]).cases == 1
+    (skipped / "ondisk.json").write_text("[1, 2]")                # not a record
+    assert Done.read(skipped) is None

@@ -56,8 +56,9 @@ class Done:
             data = json.loads((case_dir / RECORD).read_text())
         except (OSError, ValueError):
             return None
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def write(self, case_dir: Path) -> None:
         (case_dir / RECORD).write_text(json.dumps(asdict(self), indent=1) + "\n")
