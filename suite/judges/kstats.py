@@ -25,6 +25,13 @@ from suite.errors import SuiteError
 
 UINT64, INT64 = 4, 3
 WRAP = 1 << 63
+
+
+def as_signed(value: int) -> int:
+    """A u64 kstat read as the signed count it is kept in (at or above WRAP: below zero)."""
+    return value - (1 << 64) if value >= WRAP else value
+
+
 Kstat = dict[str, tuple[int, int]]        # name -> (type, value)
 
 
@@ -128,7 +135,7 @@ def wrapped(rule: WrapRule, before: dict[str, Kstat], after: dict[str, Kstat]) -
             if was >= WRAP:
                 continue                # wrapped before the case: not this case's
             out.append(Breach("wrap", file, name,
-                              f"{file} {name} = {value} (= {value - (1 << 64)} as signed): "
+                              f"{file} {name} = {value} (= {as_signed(value)} as signed): "
                               f"below zero, was {was} before the case"))
     return out
 
@@ -171,7 +178,7 @@ def not_returned(rule: ReturnRule, baseline: dict[str, Kstat],
         cached = int(evictable * per.get(name, 0.0))
         if is_ >= WRAP:             # a u64 gauge below zero: frees counted twice
             out.append(Breach("leak", rule.file, name,
-                              f"{rule.file} {name} = {is_ - (1 << 64)} as signed with every "
+                              f"{rule.file} {name} = {as_signed(is_)} as signed with every "
                               f"pool exported, {was} before the guest's first pool: below "
                               "zero, so not a buffer held but a miscount (more frees counted "
                               "than allocations)"))
