@@ -552,3 +552,34 @@ def test_a_case_thorough_cannot_judge_on_disk_says_why():
     assert "exported or destroyed" in why
     m = UNCHECKED.match(f"on-disk checks not run: {why}, not checked")
     assert m and m.group(2) == f"on-disk checks not run: {why}"
+
+
+# -- lockdep (the debian-6.1-debug profile): off after its first report ----------------------
+LOCKDEP_STATS = """ lock-classes:                         1862 [max: 8192]
+ direct dependencies:                 9817 [max: 32768]
+ debug_locks:                            {on}
+"""
+
+
+def test_lockdep_turned_off_is_not_checked_never_a_silent_pass():
+    on = Snapshot.parse(f"=== tainted\n{4097}\n=== lockdep\n{LOCKDEP_STATS.format(on=1)}")
+    j = judge(snap(), on, Leaves(), RULES)
+    assert "lockdep (validating)" in j.checked and not j.findings
+    assert not [u for u in j.unchecked if "lockdep" in u]
+    off = Snapshot.parse(f"=== tainted\n{4097}\n=== lockdep\n{LOCKDEP_STATS.format(on=0)}")
+    j = judge(snap(), off, Leaves(), RULES)
+    assert not any("lockdep" in c for c in j.checked) and not j.findings
+    assert [u for u in j.unchecked if u.startswith("lockdep: turned off")]
+    assert "lockdep" not in judge(snap(), snap(), Leaves(), RULES).text()   # no lockdep
+
+
+def test_the_lockdep_step_reads_debug_locks_only_where_it_exists(tmp_path, monkeypatch):
+    import subprocess
+
+    from suite.judges import lockdep
+    run = lambda c: subprocess.run(["bash", "-c", c], capture_output=True, text=True)
+    monkeypatch.setattr(lockdep, "PATH", str(tmp_path / "lockdep_stats"))
+    assert run(lockdep.after_command("=== ")).stdout == ""
+    (tmp_path / "lockdep_stats").write_text(LOCKDEP_STATS.format(on=0))
+    out = run(lockdep.after_command("=== ")).stdout
+    assert out.startswith("=== lockdep\n") and lockdep.watching(out) is False

@@ -12,13 +12,14 @@ Symptom kinds (``verdict.json``):
 - ``kmemleak:<module>``: an object allocated with an OpenZFS frame on its stack that
   nothing references any more (kernels booted with ``kmemleak=on``: ``kmemleak.py``).
 
-Checks that could not run (a kstat the build lacks) are listed as not checked.
+Checks that could not run (a kstat the build lacks, lockdep turned off by an
+earlier report in the same guest: ``lockdep.py``) are listed as not checked.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kmemleak, kstats, pools, taint
+from suite.judges import kmemleak, kstats, lockdep, pools, taint
 from suite.judges.expect import Leaves
 from suite.judges.snapshot import Snapshot
 
@@ -122,10 +123,24 @@ def judge_kmemleak(after: Snapshot, j: Judgement) -> None:
             f"from {first.where()}"))
 
 
+def judge_lockdep(after: Snapshot, j: Judgement) -> None:
+    """Only where lockdep is built in; off means every later case is blind to it."""
+    if after.lockdep is None:
+        return
+    on = lockdep.watching(after.lockdep)
+    if on:
+        j.checked.append("lockdep (validating)")
+    else:
+        j.unchecked.append("lockdep: turned off in this guest (debug_locks 0) by an earlier "
+                           "report or a taint: lock-order bugs from then on are not seen; the "
+                           "report that turned it off is the kernel:lockdep finding of its case")
+
+
 def judge(before: Snapshot, after: Snapshot, leaves: Leaves, rules: kstats.Rules) -> Judgement:
     j = Judgement()
     judge_taint(before, after, j)
     judge_pools(after, leaves, j)
     judge_kstats(rules, before, after, j)
     judge_kmemleak(after, j)
+    judge_lockdep(after, j)
     return j

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kmemleak, kstats
+from suite.judges import kmemleak, kstats, lockdep
 
 KSTAT_ROOT = "/proc/spl/kstat/zfs"
 SECTION = "=== "
@@ -37,7 +37,8 @@ def after_script(zpool: str, files: tuple[str, ...]) -> str:
                       *_kstat_lines(files),
                       f"echo '{SECTION}status'; {zpool} status -pvP 2>&1",
                       f"echo '{SECTION}events'; {zpool} events -v 2>&1",
-                      kmemleak.after_command(SECTION)])
+                      kmemleak.after_command(SECTION),
+                      lockdep.after_command(SECTION)])
 
 
 def sections(text: str) -> dict[str, str]:
@@ -58,6 +59,7 @@ class Snapshot:
     status: str | None = None
     events: str | None = None
     kmemleak: str | None = None     # the after-case scan's report (None: no kmemleak)
+    lockdep: str | None = None      # /proc/lockdep_stats' debug_locks (None: no lockdep)
     raw: str = ""
 
     @classmethod
@@ -67,4 +69,5 @@ class Snapshot:
         return cls(int(taint) if taint.isdigit() else None,
                    {k[len("kstat "):]: kstats.parse(v) for k, v in s.items()
                     if k.startswith("kstat ")},
-                   s.get("status"), s.get("events"), s.get("kmemleak"), text)
+                   s.get("status"), s.get("events"), s.get("kmemleak"), s.get("lockdep"),
+                   text)
