@@ -35,6 +35,19 @@ def test_only_a_failure_by_the_findings_own_kinds_is_named_known():
     assert cases[0].why.startswith("known upstream finding stale-read")
 
 
+def test_a_case_two_findings_list_is_known_only_for_kinds_of_theirs():
+    lock = upstream.UpstreamFinding("lock-order", "a lockdep report", ("test_x[a]", "test_x[c]"),
+                                    ("kernel:lockdep",))
+    cases = [_case("test_x[a]", "fail", "wrong-bytes: x", "kernel:lockdep: recursive locking"),
+             _case("test_x[a]", "fail", "kernel:lockdep: recursive locking"),
+             _case("test_x[a]", "fail", "wrong-bytes: x", "kernel:lockdep: y", "kernel:kasan: z"),
+             _case("test_x[b]", "fail", "wrong-bytes: x", "kernel:lockdep: y"),
+             _case("test_x[c]", "fail", "wrong-bytes: x", "kernel:lockdep: y")]
+    upstream.mark(cases, [FINDING, lock])
+    assert [c.known for c in cases] == ["stale-read+lock-order", "lock-order", "", "", ""]
+    assert "stale-read (" in cases[0].why and "lock-order (" in cases[0].why
+
+
 def test_the_verdict_counts_new_failures_apart_and_still_fails():
     known = _case("test_x[a]", "fail", "wrong-bytes: x")
     new = _case("test_x[b]", "fail", "wrong-bytes: x")

@@ -47,6 +47,22 @@ def symptom_kind(symptom: str) -> str:
     return symptom.split(": ", 1)[0].split(" [", 1)[0].strip()     # kinds hold ":" too
 
 
+def covering(nodeid: str, kinds: list[str],
+             findings: list[UpstreamFinding]) -> list[UpstreamFinding]:
+    """The findings that together account for every one of a failed case's symptom
+    kinds (one finding, or several that list the case: a corpus sequence can meet
+    wrong bytes and, on a debug kernel, a lockdep report of another cause); [] when
+    some kind is none of theirs."""
+    one = next((f for f in findings if f.covers(nodeid, kinds)), None)
+    if one is not None:
+        return [one]
+    test = nodeid.rsplit("::", 1)[-1]
+    listing = [f for f in findings if test in f.cases]
+    used = [f for f in listing if set(kinds) & set(f.kinds)]
+    covered = set().union(*(f.kinds for f in used)) if used else set()
+    return used if kinds and set(kinds) <= covered else []
+
+
 def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None) -> None:
     """Name each failed case that is a known upstream finding (``Case.known``)."""
     findings = load() if findings is None else findings
@@ -54,7 +70,8 @@ def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None) -> 
         if c.status != "fail":
             continue
         kinds = [symptom_kind(s) for s in c.symptoms]
-        f = next((f for f in findings if f.covers(c.nodeid, kinds)), None)
-        if f is not None:
-            c.known = f.id
-            c.why = f"known upstream finding {f.id} ({f.seen}; {f.where}): {c.why}"
+        found = covering(c.nodeid, kinds, findings)
+        if found:
+            c.known = "+".join(f.id for f in found)
+            said = "; ".join(f"{f.id} ({f.seen}; {f.where})" for f in found)
+            c.why = f"known upstream finding {said}: {c.why}"
