@@ -36,3 +36,17 @@ def test_twice_out_of_time_or_a_crash_is_raised():
     with pytest.raises(VMError, match="crashed"):
         g._boot(GuestShape())
     assert len(calls) == 1
+
+
+def test_a_boot_drowning_in_kasan_reports_is_given_up_and_retried_a_panic_is_not():
+    from suite.vm import console
+    line = "[    2.968395] BUG: KASAN: wild-memory-access in do_raw_spin_lock+0x11f/0x270\n"
+    few = console.scan(line * 3)
+    assert console.boot_trouble(few, few) is None
+    many = console.scan(line * console.BOOT_STORM_REPORTS)
+    t = console.boot_trouble(many[-1:], many)
+    assert t is not None and t.retry and "20 KASAN errors while booting" in t.what
+    assert "do_raw_spin_lock" in t.what
+    panic = console.scan("[    3.1] Kernel panic - not syncing: Fatal exception\n")
+    t = console.boot_trouble(panic, few + panic)
+    assert t is not None and not t.retry and "crashed while booting" in t.what

@@ -243,15 +243,15 @@ class Guests:
 
     def _boot(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:
         """A booted guest; a boot that only ran out of time (no crash on the console:
-        a host busy with other guests and builds) is tried once more, with a warning."""
+        a host busy with other guests and builds), or whose kernel drowned in its own
+        reports before any module was loaded, is tried once more, with a warning."""
         for attempt in range(BOOT_TRIES):
             try:
                 return self._boot_once(shape, spec)
             except BootTimeout as e:
                 if attempt == BOOT_TRIES - 1 or (spec is not None and spec.reuse_images):
                     raise
-                warnings.warn(f"{e.what}: booting another guest (the host may be overloaded; "
-                              f"OZFS_VMCI_DEADLINE_SCALE raises the deadline)")
+                warnings.warn(f"{e.what}: booting another guest ({e.fix})")
         raise AssertionError("unreachable")
 
     def _boot_once(self, shape: GuestShape, spec: VMSpec | None = None) -> ZfsGuest:

@@ -63,6 +63,37 @@ RULES: tuple[Rule, ...] = (
 
 # Kinds that mean the guest kernel is gone.
 PANIC_KINDS = frozenset({"panic"})
+# KASAN reports while a guest boots, before any module, past which the boot is given up
+# and another guest booted: under kasan_multi_shot the early-boot wild-memory-access
+# some TCG boots of the debug profile meet (in do_raw_spin_lock from handle_edge_irq,
+# 1 boot in 6) repeats for ever; one such boot wrote 6.6 million console lines (378 MB)
+# in 10 min and never reached its script.
+BOOT_STORM_REPORTS = 20
+
+
+@dataclass(frozen=True)
+class BootTrouble:
+    what: str
+    retry: bool         # the kernel's own fault, before OpenZFS: boot another guest
+
+    @property
+    def fix(self) -> str:
+        return ("the kernel's, not the build's: see the console tail" if self.retry
+                else "read the console tail below")
+
+
+def boot_trouble(new: list["Finding"], seen: list["Finding"]) -> BootTrouble | None:
+    """What says a booting guest will not come up: a panic among the ``new``
+    findings, or a storm of KASAN reports among all ``seen`` so far."""
+    fatal = [f for f in new if f.kind in PANIC_KINDS]
+    if fatal:
+        return BootTrouble(f"guest kernel crashed while booting: {fatal[0].line}", False)
+    kasan = [f for f in seen if f.kind == "kasan"]
+    if len(kasan) >= BOOT_STORM_REPORTS:
+        return BootTrouble(f"guest kernel reported {len(kasan)} KASAN errors while booting, "
+                           f"before any module, and goes on (the first: {kasan[0].line.strip()})",
+                           True)
+    return None
 
 def load_allow(path: Path | None = None) -> tuple[str, ...]:
     """The allow-list (``vmimages/kernel-log-allow.toml``): every entry has a reason."""

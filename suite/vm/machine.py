@@ -35,7 +35,7 @@ from suite.errors import BootTimeout, VMError
 from suite.guest.ssh import Guest
 from suite.vm import console
 from suite.vm.accel import Accel
-from suite.vm.console import PANIC_KINDS, ConsoleWatcher
+from suite.vm.console import ConsoleWatcher
 from suite.vm.disks import (NVME_LISTING, NvmeSpec, check_disk_space, create_sparse,
                             nvme_qemu_opts, parse_nvme_listing, supports_odirect)
 from suite.vm.monitor import Monitor
@@ -319,11 +319,11 @@ class VM:
                 guest.close()
                 raise VMError(f"qemu exited (rc={self._proc.returncode}) before the guest's SSH answered",
                               fix="read the console tail below", detail=self.console_tail(60))
-            fatal = [f for f in watcher.poll() if f.kind in PANIC_KINDS]
-            if fatal:
+            trouble = console.boot_trouble(watcher.poll(), watcher.findings)
+            if trouble:
                 guest.close()
-                raise VMError(f"guest kernel crashed while booting: {fatal[0].line}",
-                              fix="read the console tail below", detail=self.console_tail(80))
+                raise (BootTimeout if trouble.retry else VMError)(
+                    trouble.what, fix=trouble.fix, detail=self.console_tail(80))
             if port_listening(self.port):
                 try:
                     if not guest.connected:
