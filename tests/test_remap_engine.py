@@ -71,3 +71,29 @@ def test_a_side_past_its_deadline_is_reported_running_with_its_state(tmp_path):
         os.waitpid(pid, 0)
         os.close(rfd)
         os.close(wfd)
+
+
+def test_a_side_holds_none_of_the_commands_output(tmp_path):
+    """A side stuck in the kernel cannot exit: if it held the command's stdout the
+    caller would wait for an EOF past the report. Each side's fds 0-2 are /dev/null."""
+    d = remap.Direction("a-to-b", str(tmp_path / "a"), str(tmp_path / "b"))
+    for p in (d.src, d.dst):
+        open(p, "wb").close()
+    r, w = os.pipe()
+    saved = os.dup(1)
+    os.dup2(w, 1)                # the side's parent's stdout is this pipe, and only fd 1
+    os.close(w)
+    try:
+        pid, rfd = remap._fork_side(d, "copy_file_range", 4096, 4096, time.monotonic() + 5)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    try:
+        import select
+        # The parent closed its copy of w: only a side still holding it keeps r open.
+        ready, _, _ = select.select([r], [], [], 2.0)
+        assert ready and os.read(r, 1) == b"", "the side still holds the command's stdout"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(rfd)
+        os.close(r)

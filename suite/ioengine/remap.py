@@ -74,6 +74,11 @@ def _fork_side(d: Direction, mover: str, half: int, record: int, until: float) -
     pid = os.fork()
     if pid == 0:
         os.close(rfd)
+        # A side stuck in the kernel never exits: holding the command's stdout it
+        # would keep the caller waiting for an EOF that never comes, past the report.
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
         code = 0
         try:
             out: dict[str, Any] = asdict(_side(d, mover, half, record, until))
