@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.ioengine import remap
+from suite.ioengine import forked, remap
 from suite.ioengine.content import pattern
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,14 +62,16 @@ def test_a_side_past_its_deadline_is_reported_running_with_its_state(tmp_path):
         os._exit(0)
     rfd, wfd = os.pipe()
     try:
-        bufs, running = remap._collect({pid: rfd}, time.monotonic() + 0.3)
+        bufs, running = forked.collect({pid: rfd}, time.monotonic() + 0.3)
         assert running == [pid] and bufs[pid] == b""
         st = remap.proc_state(pid)
         assert st["state"] in ("S", "D"), st
+        t0 = time.monotonic()
+        forked.reap({pid: rfd}, running)       # killed, never waited for
+        assert time.monotonic() - t0 < 1
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
     finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(rfd)
         os.close(wfd)
 
 
@@ -84,7 +86,9 @@ def test_a_side_holds_none_of_the_commands_output(tmp_path):
     os.dup2(w, 1)                # the side's parent's stdout is this pipe, and only fd 1
     os.close(w)
     try:
-        pid, rfd = remap._fork_side(d, "copy_file_range", 4096, 4096, time.monotonic() + 5)
+        pid, rfd = forked.fork_json(
+            lambda: remap.asdict(remap._side(d, "copy_file_range", 4096, 4096,
+                                             time.monotonic() + 5)), lambda e: {})
     finally:
         os.dup2(saved, 1)
         os.close(saved)

@@ -17,13 +17,12 @@ errors, the processes still running at the deadline with their state and
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import select
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import forked
 from .content import pattern
 from .explore_xfer import clone_range, copy_range
 from .plan import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
@@ -68,30 +67,6 @@ def _side(d: Direction, mover: str, half: int, record: int, until: float) -> Dir
     return d
 
 
-def _fork_side(d: Direction, mover: str, half: int, record: int, until: float) -> tuple[int, int]:
-    """(pid, read end of the pipe its JSON report comes back on)."""
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        # A side stuck in the kernel never exits: holding the command's stdout it
-        # would keep the caller waiting for an EOF that never comes, past the report.
-        quiet = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(quiet, fd)
-        code = 0
-        try:
-            out: dict[str, Any] = asdict(_side(d, mover, half, record, until))
-        except BaseException as e:  # report, never fall back into the parent's loop
-            out, code = {**asdict(d), "crash": f"{type(e).__name__}: {e}"}, 1
-        data = json.dumps(out).encode()
-        while data:
-            data = data[os.write(wfd, data):]
-        os._exit(code)
-    os.close(wfd)
-    return pid, rfd
-
-
 def proc_state(pid: int) -> dict[str, str]:
     """What a process is doing: its state letter, wchan and kernel stack (root only)."""
     def read(name: str) -> str:
@@ -103,22 +78,6 @@ def proc_state(pid: int) -> dict[str, str]:
     stat = read("stat")
     state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
     return {"state": state, "wchan": read("wchan").strip(), "stack": read("stack")}
-
-
-def _collect(children: dict[int, int], deadline: float) -> tuple[dict[int, bytes], list[int]]:
-    """Reports by pid, and the pids still running at ``deadline``."""
-    bufs = {pid: b"" for pid in children}
-    open_fds = dict(children)
-    while open_fds and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_fds.values()), [], [], 0.5)
-        for pid, fd in list(open_fds.items()):
-            if fd in ready:
-                chunk = os.read(fd, 65536)
-                if chunk:
-                    bufs[pid] += chunk
-                else:
-                    del open_fds[pid]
-    return bufs, list(open_fds)
 
 
 def check_swapped(a: str, b: str, seeds: tuple[str, str], half: int) -> dict[str, int]:
@@ -147,21 +106,14 @@ def cmd_remap_cross(args: argparse.Namespace) -> int:
     sides = (Direction("a-to-b", a, b), Direction("b-to-a", b, a))
     children = {}
     for d in sides:
-        pid, rfd = _fork_side(d, args.mover, half, args.record, until)
+        pid, rfd = forked.fork_json(
+            lambda d=d: asdict(_side(d, args.mover, half, args.record, until)),
+            lambda e, d=d: {**asdict(d), "crash": f"{type(e).__name__}: {e}"})
         children[pid] = rfd
-    bufs, running = _collect(children, until + args.deadline_s)
+    bufs, running = forked.collect(children, until + args.deadline_s)
     stuck = {str(pid): proc_state(pid) for pid in running}
-    reports = []
-    for pid, rfd in children.items():
-        if pid in running:
-            os.kill(pid, 9)             # a task in D state stays: never wait for it
-        else:
-            os.waitpid(pid, 0)
-            os.close(rfd)
-        try:
-            reports.append(json.loads(bufs[pid]))
-        except ValueError:
-            reports.append({"pid": pid, "crash": "no report"})
+    forked.reap(children, running)
+    reports = [forked.report(bufs[pid], {"pid": pid, "crash": "no report"}) for pid in children]
     out: dict[str, Any] = {"event": "remap-cross", "mover": args.mover, "record": args.record,
                            "records": args.records, "seconds": args.seconds,
                            "elapsed_s": round(time.monotonic() - t0, 3),

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import select
 import stat
-import sys
 import time
 from typing import Any
 
+from . import forked
 from .content import compare, pattern
 from .counters import Sampler
 from .plan import DIO_ALIGN, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, Segment, errno_name
@@ -217,25 +215,14 @@ def _flood_submitter(index: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_flood(args: argparse.Namespace) -> int:
     samples = dict(args.sample or [])
-    children: dict[int, dict[str, Any]] = {}   # pid -> {index, rfd, buf}
+    children: dict[int, int] = {}       # pid -> the read end of its report's pipe
+    index_of: dict[int, int] = {}
     for index in range(args.submitters):
-        rfd, wfd = os.pipe()
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            os.close(rfd)
-            code = 0
-            try:
-                res = _flood_submitter(index, args)
-            except BaseException as e:  # report, never fall back into the parent's loop
-                res = {"index": index, "pid": os.getpid(), "error": f"{type(e).__name__}: {e}"}
-                code = 1
-            data = json.dumps(res).encode()
-            while data:
-                data = data[os.write(wfd, data):]
-            os._exit(code)
-        os.close(wfd)
-        children[pid] = {"index": index, "rfd": rfd, "buf": b"", "eof": False}
+        pid, rfd = forked.fork_json(
+            lambda index=index: _flood_submitter(index, args),
+            lambda e, index=index: {"index": index, "pid": os.getpid(),
+                                    "error": f"{type(e).__name__}: {e}"})
+        children[pid], index_of[pid] = rfd, index
     sampler = Sampler(samples)
     stats, sample = sampler.stats, sampler.sample
 
@@ -243,29 +230,11 @@ def cmd_flood(args: argparse.Namespace) -> int:
     deadline = t0 + (args.duration or 0) + args.drain_s + 60 + (0 if args.duration else 600)
     interval = args.sample_ms / 1000.0
     sample()
-    while any(not c["eof"] for c in children.values()) and time.monotonic() < deadline:
-        fds = [c["rfd"] for c in children.values() if not c["eof"]]
-        ready, _, _ = select.select(fds, [], [], interval)
-        for c in children.values():
-            if c["rfd"] in ready:
-                chunk = os.read(c["rfd"], 65536)
-                if chunk:
-                    c["buf"] += chunk
-                else:
-                    c["eof"] = True
-        sample()
-    hung = []
-    subs = []
-    for pid, c in children.items():
-        if not c["eof"]:
-            hung.append(c["index"])
-            os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(c["rfd"])
-        try:
-            subs.append(json.loads(c["buf"]))
-        except ValueError:
-            subs.append({"index": c["index"], "pid": pid, "error": "no report"})
+    bufs, running = forked.collect(children, deadline, interval, tick=sample)
+    forked.reap(children, running)
+    hung = [index_of[pid] for pid in running]
+    subs = [forked.report(bufs[pid], {"index": index_of[pid], "pid": pid, "error": "no report"})
+            for pid in children]
     subs.sort(key=lambda s: s["index"])
     totals = {k: sum(s.get(k, 0) for s in subs)
               for k in ("submitted", "completed", "correct", "wrong", "short", "bytes", "stuck")}
