@@ -1,0 +1,67 @@
+"""O_DIRECT requests whose buffer has a page that cannot be pinned (PROT_NONE).
+
+Direct I/O pins the caller's pages before it moves a byte. When pinning fails part
+way, the pages already pinned must be released and the request fail with EFAULT
+(or, where a copy is made instead, stop short at the hole); it must not report
+bytes it did not move, write bytes that are neither the old nor the new ones, or
+leave the descriptor unable to do the same request once the buffer is whole. What
+it leaves in the kernel is the after-case judges' (taint, accounting, kmemleak,
+KASAN on ``debian-6.1-debug``).
+
+Why: line coverage of async-dio on the debug kernel (``suite coverage``) showed
+the series' error branch of ``zfs_uio_get_dio_pages_alloc`` (unpin what was
+pinned, free the page array, reset the Direct I/O state so a later teardown does
+not release it again) never reached by any case. Every trial: sync, libaio and
+io_uring; read and write; one segment and four; the hole at the first page and
+at the sixth; async on and off where the build has the switch.
+"""
+from __future__ import annotations
+
+import pytest
+
+from suite.casekit.dio import ASYNC_PARAM
+from suite.ioengine.unpinnable import INTERFACES, OPS
+
+pytestmark = [pytest.mark.vm, pytest.mark.nvme]
+
+TRIALS = len(INTERFACES) * len(OPS) * 2 * 2      # x segments (1, 4) x holes (page 0, 5)
+
+
+def _kind(problem: str) -> str:
+    """The symptom kind of one problem a trial reported (suite/report/symptoms.py)."""
+    if problem.startswith("failed "):
+        return "error:" + problem.split()[1].rstrip(",")
+    if "past the unpinnable page" in problem:
+        return "overrun"
+    if "wrong bytes" in problem:
+        return "wrong-bytes"
+    if "neither old nor new" in problem:
+        return "mixed"
+    if "control" in problem:
+        return "short"
+    return "harness"
+
+
+@pytest.mark.quick("async1")
+@pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])
+def test_dio_buffer_with_unpinnable_page(zfs_guest, pool, engine, accel, async_, symptom):
+    if zfs_guest.has_param(ASYNC_PARAM):
+        zfs_guest.set_param(ASYNC_PARAM, async_)
+    elif async_:
+        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    lines = engine.oneshot("unpinnable", "--file", pool.path("unpinnable.bin"),
+                           "--timeout-s", str(int(accel.deadline(30))), timeout=300)
+    trials = [ln for ln in lines if ln.get("event") == "unpinnable"]
+    if len(trials) != TRIALS:
+        symptom("no-result", f"{len(trials)} of {TRIALS} trials reported: {lines[-2:]}")
+        pytest.fail(f"the engine reported {len(trials)} of {TRIALS} trials: {lines[-3:]}")
+    bad = [t for t in trials if not t["ok"]]
+    for t in bad:
+        row = f"{t['interface']} {t['op']} segs{t['nsegs']} hole@{t['hole']}"
+        for p in t["problems"]:
+            symptom(_kind(p), p, row)
+    results = sorted({(t["op"], t["error"] or f"{t['res']} B") for t in trials})
+    assert not bad, (f"{len(bad)} of {TRIALS} trials wrong: "
+                     + "; ".join(f"{t['interface']} {t['op']} segs{t['nsegs']} hole@{t['hole']}: "
+                                 f"{', '.join(t['problems'])}" for t in bad[:6])
+                     + f" (results seen: {results})")
