@@ -583,3 +583,39 @@ def test_the_lockdep_step_reads_debug_locks_only_where_it_exists(tmp_path, monke
     (tmp_path / "lockdep_stats").write_text(LOCKDEP_STATS.format(on=0))
     out = run(lockdep.after_command("=== ")).stdout
     assert out.startswith("=== lockdep\n") and lockdep.watching(out) is False
+
+
+# -- pinned pages (/proc/vmstat FOLL_PIN counters) ----------------------------------------------
+def _pins(acquired: int, released: int) -> str:
+    return f"nr_foll_pin_acquired {acquired}\nnr_foll_pin_released {released}\n"
+
+
+def test_pages_pinned_during_a_case_and_not_unpinned_are_a_finding():
+    before = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(100, 100)}")
+    clean = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(612, 612)}")
+    j = judge(before, clean, Leaves(), RULES)
+    assert not j.findings and "pinned pages (0 held, 0 before)" in j.checked
+    leak = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(612, 607)}")
+    j = judge(before, leak, Leaves(), RULES)
+    assert kinds(j) == ["pins:leak"] and j.findings[0].detail.startswith("5 page(s) pinned")
+    over = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(612, 614)}")
+    assert kinds(judge(before, over, Leaves(), RULES)) == ["pins:overrelease"]
+
+
+def test_pins_held_before_the_case_are_not_the_cases_and_no_counters_is_not_checked():
+    before = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(100, 90)}")
+    after = Snapshot.parse(f"=== tainted\n4097\n=== pins\n{_pins(300, 290)}")
+    assert not judge(before, after, Leaves(), RULES).findings
+    j = judge(snap(), snap(), Leaves(), RULES)
+    assert [u for u in j.unchecked if u.startswith("pinned pages:")]
+
+
+def test_the_pins_step_prints_the_counters_on_this_host():
+    import subprocess
+
+    from suite.judges import pins
+    out = subprocess.run(["bash", "-c", pins.command("=== ")], capture_output=True,
+                         text=True).stdout
+    if "nr_foll_pin_acquired" not in out:
+        pytest.skip("this kernel's /proc/vmstat has no FOLL_PIN counters (before 5.7)")
+    assert out.startswith("=== pins\n") and pins.held(sections(out)["pins"]) is not None

@@ -9,6 +9,8 @@ Symptom kinds (``verdict.json``):
 - ``kstat:wrap``, ``kstat:limit``: accounting that did not balance; ``kstat:leak``: a
   gauge still up with every pool exported (``--thorough``, ``ondisk.py``);
 - ``ondisk:scrub``, ``ondisk:zdb``: the thorough on-disk checks (``ondisk.py``);
+- ``pins:leak`` / ``pins:overrelease``: user pages Direct I/O pinned during the case
+  and not unpinned after it, or unpinned once too often (``pins.py``);
 - ``kmemleak:<module>``: an object allocated with an OpenZFS frame on its stack that
   nothing references any more (kernels booted with ``kmemleak=on``: ``kmemleak.py``).
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kmemleak, kstats, lockdep, pools, taint
+from suite.judges import kmemleak, kstats, lockdep, pins, pools, taint
 from suite.judges.expect import Leaves
 from suite.judges.snapshot import Snapshot
 
@@ -136,6 +138,22 @@ def judge_lockdep(after: Snapshot, j: Judgement) -> None:
                            "report that turned it off is the kernel:lockdep finding of its case")
 
 
+def judge_pins(before: Snapshot, after: Snapshot, j: Judgement) -> None:
+    """Pages the case pinned and did not unpin (``pins.py``)."""
+    was, now = pins.held(before.pins), pins.held(after.pins)
+    if was is None or now is None:
+        j.unchecked.append("pinned pages: /proc/vmstat's nr_foll_pin_* not read")
+        return
+    j.checked.append(f"pinned pages ({now} held, {was} before)")
+    if now > was:
+        j.findings.append(Finding("pins:leak", f"{now - was} page(s) pinned during the case "
+                                  f"are still pinned after it ({pins.ACQUIRED} - "
+                                  f"{pins.RELEASED}: {was} before, {now} after)"))
+    elif now < was:
+        j.findings.append(Finding("pins:overrelease", f"{was - now} more page(s) unpinned than "
+                                  f"pinned during the case ({was} held before, {now} after)"))
+
+
 def judge(before: Snapshot, after: Snapshot, leaves: Leaves, rules: kstats.Rules) -> Judgement:
     j = Judgement()
     judge_taint(before, after, j)
@@ -143,4 +161,5 @@ def judge(before: Snapshot, after: Snapshot, leaves: Leaves, rules: kstats.Rules
     judge_kstats(rules, before, after, j)
     judge_kmemleak(after, j)
     judge_lockdep(after, j)
+    judge_pins(before, after, j)
     return j

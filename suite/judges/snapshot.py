@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.judges import kmemleak, kstats, lockdep
+from suite.judges import kmemleak, kstats, lockdep, pins
 
 KSTAT_ROOT = "/proc/spl/kstat/zfs"
 SECTION = "=== "
@@ -29,7 +29,8 @@ def before_script(zpool: str, files: tuple[str, ...]) -> str:
     return "\n".join([f"echo '{SECTION}tainted'; cat /proc/sys/kernel/tainted",
                       *_kstat_lines(files),
                       f"{zpool} events -c >/dev/null 2>&1 || true",
-                      kmemleak.before_command()])
+                      kmemleak.before_command(),
+                      pins.command(SECTION)])
 
 
 def after_script(zpool: str, files: tuple[str, ...]) -> str:
@@ -38,7 +39,8 @@ def after_script(zpool: str, files: tuple[str, ...]) -> str:
                       f"echo '{SECTION}status'; {zpool} status -pvP 2>&1",
                       f"echo '{SECTION}events'; {zpool} events -v 2>&1",
                       kmemleak.after_command(SECTION),
-                      lockdep.after_command(SECTION)])
+                      lockdep.after_command(SECTION),
+                      pins.command(SECTION)])
 
 
 def sections(text: str) -> dict[str, str]:
@@ -60,6 +62,7 @@ class Snapshot:
     events: str | None = None
     kmemleak: str | None = None     # the after-case scan's report (None: no kmemleak)
     lockdep: str | None = None      # /proc/lockdep_stats' debug_locks (None: no lockdep)
+    pins: str | None = None         # /proc/vmstat's FOLL_PIN counters
     raw: str = ""
 
     @classmethod
@@ -70,4 +73,4 @@ class Snapshot:
                    {k[len("kstat "):]: kstats.parse(v) for k, v in s.items()
                     if k.startswith("kstat ")},
                    s.get("status"), s.get("events"), s.get("kmemleak"), s.get("lockdep"),
-                   text)
+                   s.get("pins"), text)

@@ -37,6 +37,7 @@ Kinds (strings, so manifests can name them):
   with ``kernel:user_trap`` on the console, user memory went bad under it);
 - what the case left behind (``suite/judges``): ``taint:<letter>`` (a new kernel
   taint bit), ``kstat:wrap`` / ``kstat:limit`` (accounting that did not balance),
+  ``pins:leak`` / ``pins:overrelease`` (user pages pinned and not unpinned, or unpinned twice),
   ``pool:<read|write|cksum|state|data-errors>`` and ``ereport:<class>`` (what the
   case did not declare), ``ondisk:scrub`` / ``ondisk:zdb`` / ``kstat:leak``
   (``--thorough``);
