@@ -14,6 +14,14 @@ pinned, free the page array, reset the Direct I/O state so a later teardown does
 not release it again) never reached by any case. Every trial: sync, libaio and
 io_uring; read and write; one segment and four; the hole at the first page and
 at the sixth; async on and off where the build has the switch.
+
+Shown catching a bug in exactly that branch (2026-12-03): a mutant of the
+async-dio head with the reset after a failed pin taken out (the three lines that
+NULL ``uio_dio.pages`` and zero ``npages``/``pinned``, as a ``--series`` folder
+stacked on ``async-dio``) fails both rows within two seconds on a ``--poison``
+guest: "BUG kmalloc-128: Object already free" in ``zfs_uio_free_dio_pages`` <-
+``zfs_read_impl`` <- ``preadv`` (the page array freed twice), then an Oops. The
+head itself: both rows pass, all 48 trials EFAULT, pinned pages balanced.
 """
 from __future__ import annotations
 
