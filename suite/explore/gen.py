@@ -5,7 +5,8 @@ Shapes sit around the boundaries Direct I/O cares about: 4 KiB pages, the
 dataset's recordsize (and 128 KiB), EOF tails that are not page-aligned; a
 share of O_DIRECT requests is misaligned on purpose (offset, length, buffer or
 several). A small share of reads and writes use a racing buffer (another thread
-changes it while the request is in flight). Snapshots, rollbacks and ``zpool
+changes it while the request is in flight), or one with a page that cannot be
+touched (``holed``: Direct I/O's pin fails part way). Snapshots, rollbacks and ``zpool
 sync`` come only where the guest engine has the ZFS commands (``zfs_ops``).
 Each sequence also picks dataset properties and, among the module parameters
 the build has, their values.
@@ -91,6 +92,10 @@ class Choices:
     # offset, length and data token): what nopwrite and dedup act on. Drawn from a
     # generator of its own, so a sequence without rewrites is the one it always was.
     rewrite_share: float = 0.12
+    # of reads and writes, a buffer with a PROT_NONE page in the middle (``holed``):
+    # Direct I/O's pin of it fails part way. Drawn from a generator of its own, so a
+    # sequence without such buffers is the one it always was.
+    holed_share: float = 0.05
     # of a zvol's ops, a ``zpool sync`` after it (given the ZFS commands): a block then
     # rewritten is a rewrite of a synced one, which is what nopwrite, dedup and the
     # ZIL's indirect writes act on; a zvol has no other ZFS op (its snapshots would be
@@ -130,6 +135,7 @@ class _Gen:
                  seed: int = 0) -> None:
         self.rng, self.limit, self.rec, self.ch = rng, limit, rec, ch
         self.rewrite_rng = random.Random(f"rewrite:{seed}")
+        self.holed_rng = random.Random(f"holed:{seed}")
         self.writes: list[tuple[int, int, int]] = []     # (off, len, data) of each write
         self.size = 0
         self.token = 0
@@ -181,10 +187,13 @@ class _Gen:
         if "off" not in bad and self.limit - off < PAGE:
             off = max(0, (self.limit - PAGE) // PAGE * PAGE)
         n = self.length("len" not in bad, self.limit - off)
-        plain = tuple(b for b in ch.bufs if b not in ("anon_offset", "racing")) or ch.bufs
+        plain = tuple(b for b in ch.bufs if b not in ("anon_offset", "racing", "holed")) \
+            or ch.bufs
         buf, buf_off = r.choice(plain), 0
         if "racing" in ch.bufs and r.random() < ch.racing_share:
             buf = "racing"
+        elif "holed" in ch.bufs and self.holed_rng.random() < ch.holed_share:
+            buf = "holed"
         if "buf" in bad:
             buf = "anon_offset" if "anon_offset" in ch.bufs and r.random() < 0.7 else buf
             buf_off = r.choice(BUF_OFFSETS)

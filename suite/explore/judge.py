@@ -106,6 +106,6 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
                       o.op in ZFS_OPS for o in seq.ops) else "")]
     if verdict.einval or verdict.unsupported or verdict.refused:
         lines.append(f"allowed on the way: EINVAL at ops {verdict.einval}; refused (racing "
-                     f"writes, EIO) at ops {verdict.refused}; unsupported: "
+                     f"writes' EIO, holed buffers' EFAULT) at ops {verdict.refused}; unsupported: "
                      f"{verdict.unsupported or 'none'}")
     return "\n".join(lines) + "\n"

@@ -14,7 +14,11 @@ Buffer sources (``buf`` of an op):
 * ``hugepage``: an anonymous mmap with ``madvise(MADV_HUGEPAGE)``, the buffer
   2 MiB-aligned; where that is refused it is ``anon`` and says so (``used``);
 * ``racing``: anonymous memory like ``anon``, which another thread keeps
-  changing while the request is in flight (:mod:`.explore_race`).
+  changing while the request is in flight (:mod:`.explore_race`);
+* ``holed``: anonymous memory like ``anon`` with one page in the middle of the
+  buffer made ``PROT_NONE`` while the request runs (:meth:`IoBuffer.arm`): Direct
+  I/O cannot pin it and a copy faults on it, so the request fails with EFAULT or
+  stops short at the hole (``hole``: the bytes ahead of that page).
 
 ``buf_off`` moves any buffer that many bytes off its alignment. Reads fill the
 buffer's surroundings with the canary first (except ``anon``: untouched is the
@@ -35,7 +39,8 @@ from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentB
 from .queues_fixed import FixedIoUringQueue, RegisterError
 
 HUGE = 2 << 20
-SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing")
+SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing", "holed")
+PROT_NONE = 0                   # <sys/mman.h>; the mmap module has no name for it
 _ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 _RW = mmap.PROT_READ | mmap.PROT_WRITE
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
@@ -131,9 +136,29 @@ def _racing(n: int, buf_off: int, shm_path: str) -> Region:
     return region
 
 
+def _holed(n: int, buf_off: int, shm_path: str) -> Region:
+    """Plain anonymous memory; its hole is made by :meth:`IoBuffer.arm`."""
+    region = _anon(n, buf_off, shm_path)
+    region.used = "holed"
+    return region
+
+
 ALLOCATORS: dict[str, Callable[[int, int, str], Region]] = {
     "heap": _heap, "anon": _anon, "anon_offset": _anon_offset,
-    "shared_file": _shared_file, "hugepage": _hugepage, "racing": _racing}
+    "shared_file": _shared_file, "hugepage": _hugepage, "racing": _racing, "holed": _holed}
+
+
+def hole_page(buf_off: int, n: int) -> int:
+    """Which page of a ``holed`` buffer's mapping goes ``PROT_NONE``: the middle one
+    of those the buffer touches (its only one when it touches one)."""
+    first, last = 0, (buf_off + max(n, 1) - 1) // PAGE
+    return (first + last + 1) // 2 if last > first else 0
+
+
+def _protect(addr: int, prot: int) -> None:
+    if libc().mprotect(ctypes.c_void_p(addr), ctypes.c_size_t(PAGE), prot) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mprotect: {os.strerror(err)}")
 
 
 def split_lengths(n: int, segs: int) -> list[int]:
@@ -151,7 +176,11 @@ class IoBuffer:
     def __init__(self, source: str, n: int, buf_off: int, segs: int, shm_path: str,
                  for_read: bool) -> None:
         self.region = ALLOCATORS[source](n, buf_off, shm_path)
-        self.guarded = for_read and source != "anon"
+        # The bytes ahead of the page a ``holed`` buffer loses while armed (None: no hole).
+        self.hole = (max(0, hole_page(buf_off, n) * PAGE - buf_off)
+                     if source == "holed" else None)
+        self._armed = False
+        self.guarded = for_read and source not in ("anon", "holed")
         if self.guarded:
             self.region.prefill()
         lengths = split_lengths(n, segs)
@@ -169,6 +198,21 @@ class IoBuffer:
     @property
     def used(self) -> str:
         return self.region.used
+
+    def arm(self) -> None:
+        """Make a ``holed`` buffer's hole (after it was filled; nothing else has one)."""
+        if self.hole is not None and not self._armed:
+            _protect(self._hole_addr(), PROT_NONE)
+            self._armed = True
+
+    def disarm(self) -> None:
+        """The hole readable again, before the buffer is looked at or let go."""
+        if self._armed:
+            _protect(self._hole_addr(), mmap.PROT_READ | mmap.PROT_WRITE)
+            self._armed = False
+
+    def _hole_addr(self) -> int:
+        return self.region.base + hole_page(self.region.start, self.region.n) * PAGE
 
     @property
     def iov_addr(self) -> int:
@@ -197,6 +241,7 @@ class IoBuffer:
             for a, s in zip(self.addrs, self.segments))
 
     def close(self) -> None:
+        self.disarm()
         for v in self._views:
             v.release()
         self.region.close()
@@ -211,6 +256,7 @@ def libc() -> Any:
         _LIBC = ctypes.CDLL(None, use_errno=True)
         _LIBC.fallocate64.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
                                       ctypes.c_int64]
+        _LIBC.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return _LIBC
 
 

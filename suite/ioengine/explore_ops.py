@@ -123,10 +123,14 @@ def op_read(ctx: Ctx, s: Step) -> Outcome:
         return o
     buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=True)
     try:
+        buf.arm()
         with _racer(ctx, s, buf) as racer:
             res, err, stage = ctx.target.issue(False, s.iface, s.direct, s.off, buf,
                                                s.op == "preadv")
-        o = _judge_read(ctx, s, buf, res, err, stage)
+        if not ctx.target.hung:
+            buf.disarm()
+        judge = _judge_holed_read if buf.hole is not None else _judge_read
+        o = judge(ctx, s, buf, res, err, stage)
         o.extra.update(_buffer_note(s, buf, racer))
         return o
     finally:
@@ -159,6 +163,51 @@ def _judge_read(ctx: Ctx, s: Step, buf: IoBuffer, res: int | None, err: int,
     return Outcome(res=res)
 
 
+def _judge_holed_read(ctx: Ctx, s: Step, buf: IoBuffer, res: int | None, err: int,
+                      stage: str | None) -> Outcome:
+    """A read into a buffer with a ``PROT_NONE`` page: EFAULT, or a count that stops
+    at the hole with the model's bytes ahead of it; never a byte in the hole."""
+    assert buf.hole is not None
+    if stage == "timeout":
+        return failed("hang", f"no completion within {ctx.target.timeout_s}s")
+    if err == errno_mod.EFAULT:
+        return Outcome("refused", why=f"EFAULT: the buffer's page at byte {buf.hole} is "
+                       "PROT_NONE (allowed)", res=-err, errname="EFAULT")
+    if err:
+        return _refused(err, stage, s, buf) or error(err, stage or "read", res)
+    assert res is not None
+    want = max(0, min(s.len, ctx.model.size - s.off))
+    if res > min(want, buf.hole):
+        return failed("overrun", f"read {res} bytes into a buffer whose page at byte "
+                      f"{buf.hole} is PROT_NONE (of {want} due)", res=res)
+    bad = check_bytes(buf.gather(res), ctx.model, s.off, "read")
+    if bad is not None:
+        bad.res = res
+        return bad
+    return Outcome(res=res)
+
+
+def _judge_holed_write(ctx: Ctx, s: Step, buf: IoBuffer, data: bytes, res: int | None,
+                       err: int, stage: str | None) -> Outcome:
+    """A write from a buffer with a ``PROT_NONE`` page: EFAULT, or a count that stops
+    at the hole. What it reported is the op's data; past that each byte is the old
+    one or the op's (a failed write may leave pages ahead of the fault written)."""
+    assert buf.hole is not None
+    if stage == "timeout":
+        return failed("hang", f"no completion within {ctx.target.timeout_s}s")
+    if err and err != errno_mod.EFAULT:
+        return _refused(err, stage, s, buf) or error(err, stage or "write", res)
+    done = 0 if err else (res or 0)
+    if done > buf.hole:
+        return failed("overrun", f"wrote {done} bytes from a buffer whose page at byte "
+                      f"{buf.hole} is PROT_NONE", res=done)
+    o = settle_racing_write(ctx, s, refused=True, kinds=("first", "old"), reported=done)
+    if o.outcome == "refused":
+        o.why = f"{errno_name(err) if err else 'short'} at the buffer's PROT_NONE page (allowed)"
+        o.res, o.errname = (-err, errno_name(err)) if err else (done, None)
+    return o
+
+
 def op_write(ctx: Ctx, s: Step) -> Outcome:
     if (o := _direct_fd_missing(ctx, s)) is not None:
         return o
@@ -166,10 +215,14 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
     buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=False)
     try:
         buf.fill(data)
+        buf.arm()
         with _racer(ctx, s, buf) as racer:
             res, err, stage = ctx.target.issue(True, s.iface, s.direct, s.off, buf,
                                                s.op == "pwritev")
-        o = _judge_write(ctx, s, buf, data, res, err, stage)
+        if not ctx.target.hung:
+            buf.disarm()
+        judge = _judge_holed_write if buf.hole is not None else _judge_write
+        o = judge(ctx, s, buf, data, res, err, stage)
         o.extra.update(_buffer_note(s, buf, racer))
         return o
     finally:
@@ -230,7 +283,9 @@ def _read_back(ctx: Ctx, size: int, where: str) -> bytes | Outcome:
                   first_wrong_byte=min(first for first, _ in notes.values()))
 
 
-def settle_racing_write(ctx: Ctx, s: Step, refused: bool) -> Outcome:
+def settle_racing_write(ctx: Ctx, s: Step, refused: bool,
+                        kinds: tuple[str, ...] = ("first", "second"),
+                        reported: int = 0) -> Outcome:
     """After a write from a racing buffer the model cannot know which bytes
     landed: read the target back through every path (they must agree); outside
     the range it must hold the model's bytes, inside each byte must be the op's
@@ -248,8 +303,14 @@ def settle_racing_write(ctx: Ctx, s: Step, refused: bool) -> Outcome:
     old.resize(size)
     allowed = {"first": ctx.data(s.data, s.off, end - s.off),
                "second": ctx.race_data(s.data, s.off, end - s.off)}
+    allowed = {k: v for k, v in allowed.items() if k in kinds}
     if refused:
         allowed["old"] = old.read(s.off, end - s.off)
+    if reported and got[s.off:s.off + reported] != allowed["first"][:reported]:
+        b = s.off + next(i for i, (x, y) in enumerate(zip(got[s.off:], allowed["first"]))
+                         if x != y)
+        return failed("wrong-bytes", f"the write reported {reported} bytes; the byte at "
+                      f"{b} is not its data", first_wrong_byte=b)
     land = landed(got[s.off:end], allowed, s.off)
     outside = Model(bytes(old.data))
     outside.write(s.off, got[s.off:end])
