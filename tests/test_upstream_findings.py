@@ -69,7 +69,21 @@ def test_every_finding_names_cases_that_exist():
     for f in findings:
         assert f.title and f.kinds and f.where, f.id
         for name in f.cases:
+            if "*" in name:         # a pattern: it must match some case function
+                assert re.search(r"def " + name.split("[")[0].replace("*", r"\w*") + r"\(",
+                                 source), name
+                continue
             func, param = re.fullmatch(r"(\w+)\[(.+)\]", name).groups()
             assert f"def {func}(" in source, name
             if func == "test_explore_corpus":
                 assert param in corpus, name
+
+
+def test_a_pattern_lists_every_case_it_matches_and_no_other():
+    f = upstream.UpstreamFinding("zv", "t", ("test_zvol_*",), ("kernel:lockdep",))
+    cases = [_case("test_zvol_shape[4K-block-read]", "fail", "kernel:lockdep: bad unlock"),
+             Case("cases/test_x.py::test_zvolume[a]", "fail", "fail", "why",
+                  symptoms=["kernel:lockdep: y"]),
+             _case("test_x[a]", "fail", "kernel:lockdep: z")]
+    upstream.mark(cases, [f])
+    assert [c.known for c in cases] == ["zv", "", ""]

@@ -4,6 +4,7 @@ only by the finding's symptom kinds, stays a failure: the verdict names it a kno
 upstream finding and counts the new failures apart from it."""
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,15 +22,21 @@ FINDINGS_FILE = "upstream/findings.toml"     # not *.toml at the top: those are 
 class UpstreamFinding:
     id: str
     title: str
-    cases: tuple[str, ...]               # test names, as after "::" in a node id
+    cases: tuple[str, ...]               # test names, as after "::" in a node id, or patterns
     kinds: tuple[str, ...]               # the symptom kinds that are this finding
     seen: str = ""
     where: str = ""
 
+    def lists(self, nodeid: str) -> bool:
+        """The case is one of this finding's: named, or matched by a ``*`` pattern
+        (a finding every case of a kind meets, e.g. ``test_zvol_*``)."""
+        test = nodeid.rsplit("::", 1)[-1]
+        return any(test == c or ("*" in c and fnmatch.fnmatchcase(test, c))
+                   for c in self.cases)
+
     def covers(self, nodeid: str, kinds: list[str]) -> bool:
         """The case is one of this finding's and failed by its symptoms alone."""
-        return (nodeid.rsplit("::", 1)[-1] in self.cases and bool(kinds)
-                and set(kinds) <= set(self.kinds))
+        return self.lists(nodeid) and bool(kinds) and set(kinds) <= set(self.kinds)
 
 
 def load(path: Path | None = None) -> list[UpstreamFinding]:
@@ -56,8 +63,7 @@ def covering(nodeid: str, kinds: list[str],
     one = next((f for f in findings if f.covers(nodeid, kinds)), None)
     if one is not None:
         return [one]
-    test = nodeid.rsplit("::", 1)[-1]
-    listing = [f for f in findings if test in f.cases]
+    listing = [f for f in findings if f.lists(nodeid)]
     used = [f for f in listing if set(kinds) & set(f.kinds)]
     covered = set().union(*(f.kinds for f in used)) if used else set()
     return used if kinds and set(kinds) <= covered else []
