@@ -544,3 +544,17 @@ def test_only_a_failure_on_data_alone_keeps_its_guest():
     assert settled_failure(Item(["wrong-bytes"]))
     assert not settled_failure(Item(["wrong-bytes"], ["zinject"]))
     assert not settled_failure(Item(["hang"]))
+
+
+def test_the_judges_still_ask_a_guest_whose_kernel_only_reported_a_lockdep_like_rule():
+    from suite.guest.aftercase import judgeable
+    from suite.vm.console import scan
+    lockdep = scan("[  162.9] WARNING: bad unlock balance detected!\n")
+    oops = scan("[  170.1] BUG: kernel NULL pointer dereference, address: 0000000000000088\n")
+    assert lockdep and lockdep[0].kind == "lockdep"
+    assert judgeable(True, [], [], "")
+    assert judgeable(True, [], lockdep, "")
+    assert not judgeable(True, [], lockdep + oops, "")
+    assert not judgeable(True, ["a stuck task"], lockdep, "")
+    assert not judgeable(False, [], [], "")
+    assert not judgeable(True, [], [], "the harness step 'x' did not finish")

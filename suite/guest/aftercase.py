@@ -84,6 +84,22 @@ class Observation:
         return "; ".join(reasons), symptoms
 
 
+# Kernel findings after which the guest still answers as before: a rule the kernel
+# saw broken with nothing broken yet (lockdep, a sleep in atomic context). The
+# after-case judges still run after them (kmemleak, pinned pages, accounting): on
+# the debug profile every zvol case draws a known lockdep report, and skipping the
+# judges there would leave every zvol case unjudged for leaks.
+JUDGEABLE_KINDS = frozenset({"lockdep", "atomic_sleep"})
+
+
+def judgeable(alive: bool, stuck: list, found: list[Finding], harness: str) -> bool:
+    """Whether the after-case judges may still ask this guest: it answers, no task
+    is stuck, the harness's steps finished, and the kernel reported nothing worse
+    than :data:`JUDGEABLE_KINDS`."""
+    return (alive and not stuck and not harness
+            and all(f.kind in JUDGEABLE_KINDS for f in found))
+
+
 def dstate_sample(guest: "Guest", timeout: float) -> list[DTask]:
     return parse_dstate(guest.run(DSTATE_SCRIPT, timeout=timeout, check=False, log=False).stdout)
 

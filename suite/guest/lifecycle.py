@@ -23,7 +23,7 @@ from suite.casekit.engine import start_resident
 from suite.coverage import collect as coverage_collect
 from suite.coverage import flags as coverage_flags
 from suite.errors import BootTimeout, GuestError, HarnessStepError, SuiteError
-from suite.guest.aftercase import Observation, stuck_tasks
+from suite.guest.aftercase import Observation, judgeable, stuck_tasks
 from suite.guest.capabilities import capabilities, kstat_command
 from suite.guest.capabilities import write as write_capabilities
 from suite.guest.evidence import Evidence, collect_evidence
@@ -370,9 +370,9 @@ class Guests:
                 alive = False
         found, harness_found = watch.findings()
         left = Judgement()
-        # A guest already condemned (stuck tasks, kernel trouble) is not asked for more:
-        # its ZFS may not answer, and the case has its symptom.
-        if alive and not stuck and not found and not watch.harness:
+        # A guest already condemned (stuck tasks, kernel trouble past a lockdep-like
+        # report) is not asked for more: its ZFS may not answer, and the case has its symptom.
+        if judgeable(alive, stuck, found, watch.harness):
             try:
                 left = self.judge_leftovers(g, watch, evidence_dir.parent)
             except HarnessStepError:
