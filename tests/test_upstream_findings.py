@@ -68,6 +68,8 @@ def test_every_finding_names_cases_that_exist():
     source = "".join(p.read_text() for p in (ROOT / "cases").glob("test_*.py"))
     for f in findings:
         assert f.title and f.kinds and f.where, f.id
+        if f.signature:
+            re.compile(f.signature)
         for name in f.cases:
             if "*" in name:         # a pattern: it must match some case function
                 assert re.search(r"def " + name.split("[")[0].replace("*", r"\w*") + r"\(",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
+from suite.judges import lockdep
 from suite.judges.judge import Finding as Leftover
 from suite.report.symptoms import Symptom, stack_functions
 from suite.vm.console import Finding
@@ -66,7 +67,7 @@ class Observation:
             if f.kind in seen:
                 continue
             seen.add(f.kind)
-            symptoms.append(Symptom(f"kernel:{f.kind}", f.line.strip()[:300]))
+            symptoms.append(Symptom(f"kernel:{f.kind}", kernel_detail(f)[:300]))
         if self.findings:
             reasons.append(f"kernel reported: {self.findings[0].line.strip()}")
         for f in self.leftovers:
@@ -82,6 +83,14 @@ class Observation:
             kind = "hang" if "hung" in self.teardown_problem else "teardown"
             symptoms.append(Symptom(kind, self.teardown_problem))
         return "; ".join(reasons), symptoms
+
+
+def kernel_detail(f: Finding) -> str:
+    """A console finding as a symptom's detail: its line, and for a lockdep report
+    the locks, functions and task the lines after it name (two reports of one class
+    are told apart, and an upstream finding's ``signature`` can match its own)."""
+    said = lockdep.describe(f.context) if f.kind == "lockdep" else ""
+    return f.line.strip() + (f": {said}" if said else "")
 
 
 # Kernel findings after which the guest still answers as before: a rule the kernel

@@ -5,6 +5,7 @@ upstream finding and counts the new failures apart from it."""
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,10 @@ class UpstreamFinding:
     kinds: tuple[str, ...]               # the symptom kinds that are this finding
     seen: str = ""
     where: str = ""
+    # A regular expression the symptom's text must match as well, where a kind alone
+    # says too little: every lockdep report is ``kernel:lockdep``, and the known one of
+    # the zvol cases must not hide a new lock-order report in the same case.
+    signature: str = ""
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -34,9 +39,16 @@ class UpstreamFinding:
         return any(test == c or ("*" in c and fnmatch.fnmatchcase(test, c))
                    for c in self.cases)
 
-    def covers(self, nodeid: str, kinds: list[str]) -> bool:
+    def accounts(self, symptom: str) -> bool:
+        """This symptom ("kind [row]: detail", or a bare kind) is this finding's."""
+        if symptom_kind(symptom) not in self.kinds:
+            return False
+        return not self.signature or re.search(self.signature, symptom) is not None
+
+    def covers(self, nodeid: str, symptoms: list[str]) -> bool:
         """The case is one of this finding's and failed by its symptoms alone."""
-        return self.lists(nodeid) and bool(kinds) and set(kinds) <= set(self.kinds)
+        return (self.lists(nodeid) and bool(symptoms)
+                and all(self.accounts(s) for s in symptoms))
 
 
 def load(path: Path | None = None) -> list[UpstreamFinding]:
@@ -45,7 +57,7 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
         return []
     data = tomllib.loads(path.read_text())
     return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
-                            f.get("seen", ""), f.get("where", ""))
+                            f.get("seen", ""), f.get("where", ""), f.get("signature", ""))
             for f in data.get("findings", [])]
 
 
@@ -54,19 +66,25 @@ def symptom_kind(symptom: str) -> str:
     return symptom.split(": ", 1)[0].split(" [", 1)[0].strip()     # kinds hold ":" too
 
 
-def covering(nodeid: str, kinds: list[str],
+def covering(nodeid: str, symptoms: list[str],
              findings: list[UpstreamFinding]) -> list[UpstreamFinding]:
-    """The findings that together account for every one of a failed case's symptom
-    kinds (one finding, or several that list the case: a corpus sequence can meet
-    wrong bytes and, on a debug kernel, a lockdep report of another cause); [] when
-    some kind is none of theirs."""
-    one = next((f for f in findings if f.covers(nodeid, kinds)), None)
+    """The findings that together account for every one of a failed case's symptoms
+    (one finding, or several that list the case: a corpus sequence can meet wrong
+    bytes and, on a debug kernel, a lockdep report of another cause), each symptom by
+    a finding of its kind whose signature it matches; [] when some symptom is none
+    of theirs."""
+    one = next((f for f in findings if f.covers(nodeid, symptoms)), None)
     if one is not None:
         return [one]
     listing = [f for f in findings if f.lists(nodeid)]
-    used = [f for f in listing if set(kinds) & set(f.kinds)]
-    covered = set().union(*(f.kinds for f in used)) if used else set()
-    return used if kinds and set(kinds) <= covered else []
+    used: list[UpstreamFinding] = []
+    for s in symptoms:
+        by = next((f for f in listing if f.accounts(s)), None)
+        if by is None:
+            return []
+        if by not in used:
+            used.append(by)
+    return used
 
 
 def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None) -> None:
@@ -75,8 +93,7 @@ def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None) -> 
     for c in cases:
         if c.status != "fail":
             continue
-        kinds = [symptom_kind(s) for s in c.symptoms]
-        found = covering(c.nodeid, kinds, findings)
+        found = covering(c.nodeid, c.symptoms, findings)
         if found:
             c.known = "+".join(f.id for f in found)
             said = "; ".join(f"{f.id} ({f.seen}; {f.where})" for f in found)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Pattern
 
@@ -145,8 +145,11 @@ def match_line(line: str, allow: list[Pattern[str]], rules: Iterable[Rule] = RUL
     return None
 
 
+CONTEXT = 12    # lines kept after a finding's line: a lockdep report names its locks there
+
+
 def scan(text: str, allow: Iterable[str | Pattern[str]] = DEFAULT_ALLOW,
-         rules: Iterable[Rule] = RULES, context: int = 12, first_lineno: int = 1) -> list[Finding]:
+         rules: Iterable[Rule] = RULES, context: int = CONTEXT, first_lineno: int = 1) -> list[Finding]:
     """Findings in kernel log ``text``, one per matching line, in order."""
     allow_re = compile_allow(allow)
     rules = tuple(rules)
@@ -182,6 +185,7 @@ class ConsoleWatcher:
         self.lineno = 1  # line number (relative to start) of the next unread line
         self.allow = compile_allow(allow)
         self.findings: list[Finding] = []
+        self._cut: list[int] = []   # findings whose context the end of a poll cut short
 
     def _size(self) -> int:
         try:
@@ -212,10 +216,25 @@ class ConsoleWatcher:
         text = self._read_new()
         if not text:
             return []
+        self._complete(text.splitlines())
         new = scan(text, self.allow, first_lineno=self.lineno)
         self.lineno += text.count("\n")
+        self._cut += [len(self.findings) + i for i, f in enumerate(new)
+                      if len(f.context) < CONTEXT]
         self.findings.extend(new)
         return new
+
+    def _complete(self, lines: list[str]) -> None:
+        """Give the findings a poll cut short the lines that followed them: a
+        report's first line may arrive in one poll and the locks it names in the next."""
+        still = []
+        for i in self._cut:
+            f = self.findings[i]
+            more = tuple(ln.rstrip() for ln in lines[:CONTEXT - len(f.context)])
+            self.findings[i] = replace(f, context=f.context + more)
+            if len(self.findings[i].context) < CONTEXT:
+                still.append(i)
+        self._cut = still
 
     def text(self, max_bytes: int = 4 << 20) -> str:
         """Everything written since ``start`` (at most the last ``max_bytes``)."""
