@@ -173,6 +173,7 @@ class StandInZvols:
         root.mkdir(parents=True, exist_ok=True)
         self.created: list[tuple[str, int, int, dict[str, str]]] = []
         self.destroyed: list[str] = []
+        self.queues: list[str] = []
         self.asked = 0
 
     def properties(self) -> set[str]:
@@ -181,12 +182,14 @@ class StandInZvols:
             raise NoZvols(self.refuse, fix="explore files: --target file")
         return set(self.have)
 
-    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str]) -> Zvol:
+    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str],
+               queue: str = "bio") -> Zvol:
         size = -(-size // volblocksize) * volblocksize
         dev = self.root / f"{name}.zd"
         dev.write_bytes(b"\x77" * size)
         self.created.append((name, size, volblocksize, dict(props)))
-        return Zvol(f"{self.parent}/{name}", str(dev), volblocksize, size)
+        self.queues.append(queue)
+        return Zvol(f"{self.parent}/{name}", str(dev), volblocksize, size, queue)
 
     def destroy(self, name: str) -> str | None:
         self.destroyed.append(name)
@@ -294,8 +297,18 @@ class FakeGuestZfs:
                  props: tuple[str, ...] = tuple(sorted(HAVE))) -> None:
         self.params, self.create_rc, self.props = params or {}, create_rc, props
         self.calls: list[tuple[str, ...]] = []
-        self.guest = SimpleNamespace(run=lambda cmd, timeout=0, check=True:
-                                     self.calls.append(("guest", cmd)))
+        self.ignores_blk_mq = False     # a build whose zvols never take blk-mq
+        self.guest = SimpleNamespace(run=self._run)
+
+    def _run(self, cmd: str, timeout: float = 0, check: bool = True):
+        self.calls.append(("guest", cmd))
+        mq = self.params.get("zvol_use_blk_mq") == 1 and not self.ignores_blk_mq
+        rc = 0 if "/mq" not in cmd or mq else 1         # test -d /sys/block/zdN/mq
+        return SimpleNamespace(rc=rc, stdout="", stderr="")
+
+    def set_param(self, name: str, value: object) -> None:
+        self.calls.append(("param", name, str(value)))
+        self.params[name] = int(value)      # type: ignore[call-overload]
 
     def has_param(self, name: str) -> bool:
         return name in self.params
@@ -340,6 +353,7 @@ def test_the_guest_maker_probes_creates_with_the_properties_and_destroys():
                       {"checksum": "sha256", "compression": "lz4", "primarycache": "all",
                        "sync": "always"})
     assert zv == Zvol("tank/case/explore-9-0001-s0", "/dev/zd16", 131072, 131072)
+    assert not [c for c in zfs.calls if c[0] == "param"]        # bio: the default, not set
     create = next(c for c in zfs.calls if c[:2] == ("zfs", "create"))
     assert create == ("zfs", "create", "-V", "131072", "-o", "volblocksize=131072",
                       "-o", "primarycache=all", "-o", "compression=lz4", "-o", "checksum=sha256",
@@ -560,3 +574,51 @@ def test_some_writes_lay_down_an_earlier_write_s_very_bytes_again():
     none = [generate(s, 40, "file", 3 << 20, Choices(rewrite_share=0.0)) for s in range(50)]
     assert all(len({(o.off, o.len, o.data) for o in q.ops if o.op.startswith("pwrite")})
                == sum(1 for o in q.ops if o.op.startswith("pwrite")) for q in none)
+
+
+def test_a_third_of_zvol_sequences_take_the_blk_mq_queue_and_other_draws_stay():
+    """zvol_use_blk_mq is drawn from a generator of its own: where the build has the
+    parameter a third of the sequences ask for blk-mq, and every other draw of a seed
+    is what it was without it (saved seeds replay as they were)."""
+    both = Choices(params=("zvol_dio_enabled", "zvol_use_blk_mq"))
+    old = Choices(params=("zvol_dio_enabled",))
+    seqs = [generate(s, 30, "zvol", 1 << 20, both) for s in range(120)]
+    mq = sum(q.params["zvol_use_blk_mq"] for q in seqs)
+    assert 25 <= mq <= 55, mq
+    for s, q in enumerate(seqs[:20]):
+        before = generate(s, 30, "zvol", 1 << 20, old)
+        assert q.ops == before.ops and q.props == before.props
+        assert {k: v for k, v in q.params.items() if k != "zvol_use_blk_mq"} == before.params
+    assert Sequence.from_json(seqs[0].to_json()).params == seqs[0].params
+
+
+def test_each_zvol_is_made_for_the_queue_its_sequence_drew(ddir: Path):
+    root = ddir / "queues"
+    work = root / "ds"
+    work.mkdir(parents=True)
+    zvols, runner = StandInZvols(root / "zvols"), Recording()
+    s = Settings(str(work), root / "engine", root / "explore", n_ops=12,
+                 file_size_max=128 * KIB, target="zvol")
+    ch = Choices(misaligned_share=0.0, params=("zvol_dio_enabled", "zvol_use_blk_mq"),
+                 blk_mq_share=0.5)
+    res = explore(runner, s, 11, parse_budget("6x"), ch, log=lambda _: None,
+                  configure=lambda q: None, zvols=zvols)
+    assert [r["state"] for r in res.runs] == ["ok"] * len(runner.runs)
+    want = ["blk-mq" if seq.params["zvol_use_blk_mq"] else "bio" for seq, _, _ in runner.runs]
+    assert zvols.queues == want and set(want) == {"bio", "blk-mq"}, want
+
+
+def test_a_blk_mq_zvol_sets_the_parameter_and_is_checked_not_assumed():
+    zfs = FakeGuestZfs(params={"zvol_use_blk_mq": 0})
+    zv = guest_zvols(zfs).create("mq", 65536, 16384, {}, queue="blk-mq")
+    assert zv.queue == "blk-mq" and ("param", "zvol_use_blk_mq", "1") in zfs.calls
+    assert any(c[0] == "guest" and c[1] == "test -d /sys/block/zd16/mq" for c in zfs.calls)
+    zfs = FakeGuestZfs(params={"zvol_use_blk_mq": 0})
+    zfs.ignores_blk_mq = True
+    with pytest.raises(GuestError, match="made for the blk-mq queue but /sys/block/zd16/mq "
+                                         "is missing") as ei:
+        guest_zvols(zfs).create("mq", 65536, 16384, {}, queue="blk-mq")
+    assert "zvol_use_blk_mq" in str(ei.value)
+    zfs = FakeGuestZfs(params={"zvol_use_blk_mq": 1})     # left on by something else
+    with pytest.raises(GuestError, match="made for the bio queue but .* exists"):
+        guest_zvols(zfs).create("b", 65536, 16384, {})

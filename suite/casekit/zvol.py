@@ -39,6 +39,14 @@ class Zvol:
     dev: str                  # /dev/zdN, found by asking each zd device its name
     volblocksize: int
     size: int
+    queue: str = "bio"        # "bio" (submit_bio) or "blk-mq" (struct request)
+
+
+# How a zvol takes its I/O: read from ``zvol_use_blk_mq`` when the zvol is made (and
+# again when an import makes it anew), so the parameter stays set for the case; the
+# after-case step puts every parameter back. A blk-mq zvol has ``/sys/block/zdN/mq``.
+QUEUES = ("bio", "blk-mq")
+BLK_MQ_PARAM = "zvol_use_blk_mq"
 
 
 UDEV_RULE = "/etc/udev/rules.d/99-ozfs-zvol-nowatch.rules"
@@ -62,8 +70,14 @@ def settle(guest) -> None:
 
 
 def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
-                volblocksize: int, props: dict[str, str] | None = None) -> Zvol:
-    """``zfs create -V`` under the case's dataset; waits for its ``/dev/zdN``."""
+                volblocksize: int, props: dict[str, str] | None = None,
+                queue: str = "bio") -> Zvol:
+    """``zfs create -V`` under the case's dataset; waits for its ``/dev/zdN``.
+    ``queue="blk-mq"``: the zvol takes requests through blk-mq (checked, not assumed)."""
+    if queue not in QUEUES:
+        raise ValueError(f"queue {queue!r}: one of {QUEUES}")
+    if queue == "blk-mq":           # "bio" is the default the after-case step restores
+        ds.pool.zfs.set_param(BLK_MQ_PARAM, 1)
     size = -(-size // volblocksize) * volblocksize
     full = f"{ds.name}/{name}"
     args = ["create", "-V", str(size), "-o", f"volblocksize={volblocksize}"]
@@ -73,9 +87,22 @@ def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
     if zfs.zfs(*args, full, check=False).rc != 0:       # left over: start again
         zfs.zfs("destroy", "-f", full, check=False)
         zfs.zfs(*args, full)
-    zv = Zvol(full, relocator(engine, full)(), volblocksize, size)
+    zv = Zvol(full, relocator(engine, full)(), volblocksize, size, queue)
     settle(zfs.guest)
+    check_queue(zfs.guest, zv)
     return zv
+
+
+def check_queue(guest, zv: Zvol) -> None:
+    """The zvol takes its I/O the way it was made to, or the case would run its
+    trials under a label they do not have."""
+    dev = zv.dev.rsplit("/", 1)[-1]
+    mq = guest.run(f"test -d /sys/block/{dev}/mq", timeout=20, check=False).rc == 0
+    if mq != (zv.queue == "blk-mq"):
+        raise GuestError(f"zvol {zv.name} ({zv.dev}) was made for the {zv.queue} queue but "
+                         f"/sys/block/{dev}/mq {'exists' if mq else 'is missing'} "
+                         f"({BLK_MQ_PARAM}={int(zv.queue == 'blk-mq')} when it was made)",
+                         fix=f"the build ignores {BLK_MQ_PARAM}; check the series")
 
 
 def relocator(engine: "EngineRunner", name: str):

@@ -66,6 +66,11 @@ ZVOL_PROP_CHOICES: dict[str, tuple[str, ...]] = {
     "primarycache": ("all", "metadata"),
 }
 ZVOL_PARAM_CHOICES: dict[str, tuple[int, ...]] = {"zvol_dio_enabled": (0, 1, 1)}
+# The zvol's queue: blk-mq (struct request, the series' rq_for_each_segment branch)
+# in ``Choices.blk_mq_share`` of the sequences, drawn from a generator of its own so a
+# seed's other draws are what they were before the queue was drawn at all.
+BLK_MQ_PARAM = "zvol_use_blk_mq"
+ZVOL_QUEUE_CHOICES: dict[str, tuple[int, ...]] = {BLK_MQ_PARAM: (0, 1)}
 SEGS = (1, 2, 3, 4, 8, 9, 16)
 BUF_OFFSETS = (512, 1024, 2048, 3072, 100, 4000)
 ODD_LENGTHS = (1, 511, 512, 1000, 4095, 4097, 8191, 12000, 40000)
@@ -101,6 +106,8 @@ class Choices:
     # ZIL's indirect writes act on; a zvol has no other ZFS op (its snapshots would be
     # the file dataset's). Drawn from a generator of its own, like rewrites.
     zvol_sync_share: float = 0.08
+    # of zvol sequences, those whose zvol takes its I/O through blk-mq
+    blk_mq_share: float = 1 / 3
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -314,11 +321,13 @@ def _pick(rng: random.Random, pairs: dict[str, tuple], names: tuple[str, ...] | 
     return {k: rng.choice(pairs[k]) for k in sorted(pairs) if names is None or k in names}
 
 
-def _zvol_conditions(rng: random.Random, ch: Choices) -> tuple[dict[str, str], dict[str, int]]:
+def _zvol_conditions(rng: random.Random, ch: Choices,
+                     seed: int) -> tuple[dict[str, str], dict[str, int]]:
     """A zvol sequence's properties and parameters: every one of the tables
     drawn (the draws never depend on the build), then those the build lacks left out."""
     props = _pick(rng, {k: tuple(v) for k, v in ch.vol_props.items()})
     params = _pick(rng, ch.vol_params)
+    params[BLK_MQ_PARAM] = int(random.Random(f"blk-mq:{seed}").random() < ch.blk_mq_share)
     keep = set(ch.vol_props if ch.vol_have is None else ch.vol_have) | {"volblocksize"}
     return ({k: v for k, v in props.items() if k in keep},
             {k: v for k, v in params.items() if k in ch.params})
@@ -335,7 +344,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     ch = choices or Choices()
     rng = random.Random(seed)
     if target == "zvol":
-        props, params = _zvol_conditions(rng, ch)
+        props, params = _zvol_conditions(rng, ch, seed)
     else:
         props = _pick(rng, {k: tuple(v) for k, v in ch.props.items()})
         if target == "blockdev":

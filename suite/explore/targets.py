@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from suite.errors import SuiteError
-from suite.explore.gen import (PARAM_CHOICES, PROP_CHOICES, ZVOL_PARAM_CHOICES,
-                               ZVOL_PROP_CHOICES, Choices, size_of)
+from suite.explore.gen import (BLK_MQ_PARAM, PARAM_CHOICES, PROP_CHOICES, ZVOL_PARAM_CHOICES,
+                               ZVOL_PROP_CHOICES, ZVOL_QUEUE_CHOICES, Choices, size_of)
 from suite.explore.ops import OP_KINDS, Sequence
 
 if TYPE_CHECKING:
@@ -51,8 +51,10 @@ class ZvolMaker(Protocol):
     def properties(self) -> set[str]:
         """The properties a zvol of this build has (NoZvols: it makes none)."""
 
-    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str]) -> Zvol:
-        """``zfs create -V`` of ``parent/name``, once its ``/dev/zdN`` is there."""
+    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str],
+               queue: str = "bio") -> Zvol:
+        """``zfs create -V`` of ``parent/name``, once its ``/dev/zdN`` is there, taking
+        its I/O through ``queue`` ("bio" or "blk-mq": the sequence's ``zvol_use_blk_mq``)."""
 
     def destroy(self, name: str) -> str | None:
         """``zfs destroy`` of a zvol (its full name): None, or why it did not go."""
@@ -103,7 +105,8 @@ class ZvolTargets:
         self._destroy_previous()
         vbs = size_of(seq.props.get("volblocksize", DEFAULT_VOLBLOCKSIZE))
         props = {k: v for k, v in sorted(seq.props.items()) if k != "volblocksize"}
-        zv = self.maker.create(name, seq.file_size_max, vbs, props)
+        queue = "blk-mq" if seq.params.get(BLK_MQ_PARAM) == 1 else "bio"
+        zv = self.maker.create(name, seq.file_size_max, vbs, props, queue)
         if zv.size < seq.file_size_max:
             raise SuiteError(f"zvol {zv.name} holds {zv.size} bytes, the sequence's window "
                              f"{seq.file_size_max}", fix="the maker must round the size up")
@@ -157,7 +160,8 @@ def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
     ops = ops_without(avoid)
     if target == "zvol":
         return Choices(ops=ops,
-                       params=tuple(p for p in sorted(ZVOL_PARAM_CHOICES) if has_param(p)),
+                       params=tuple(p for p in sorted({**ZVOL_PARAM_CHOICES,
+                                                       **ZVOL_QUEUE_CHOICES}) if has_param(p)),
                        vol_have=tuple(sorted(k for k in ZVOL_PROP_CHOICES if k in have)))
     return Choices(ops=ops, props={k: v for k, v in PROP_CHOICES.items() if k in have},
                    params=tuple(p for p in sorted(PARAM_CHOICES) if has_param(p)))
@@ -178,4 +182,5 @@ def ops_without(avoid: Iterable[str]) -> tuple[str, ...]:
 
 def param_table(target: str) -> dict[str, tuple[int, ...]]:
     """The module parameters sequences for ``target`` vary (and a replay sets)."""
-    return dict(ZVOL_PARAM_CHOICES if target == "zvol" else PARAM_CHOICES)
+    return ({**ZVOL_PARAM_CHOICES, **ZVOL_QUEUE_CHOICES} if target == "zvol"
+            else dict(PARAM_CHOICES))

@@ -65,11 +65,14 @@ class GuestZvols:
                           fix="see zfs get all in the case's commands.log")
         return have
 
-    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str]) -> Zvol:
+    def create(self, name: str, size: int, volblocksize: int, props: dict[str, str],
+               queue: str = "bio") -> Zvol:
         """``zfs create -V`` under the dataset (casekit's defaults, primarycache=metadata
-        and compression=off, where ``props`` does not say) and its ``/dev/zdN``."""
+        and compression=off, where ``props`` does not say) and its ``/dev/zdN``, taking
+        its I/O through ``queue`` ("bio" or "blk-mq")."""
         try:
-            return create_zvol(self.dataset, self.engine, name, size, volblocksize, props)
+            return create_zvol(self.dataset, self.engine, name, size, volblocksize, props,
+                               queue=queue)
         except SuiteError as e:
             raise GuestError(f"explore: zvol {self.parent}/{name} could not be made: {e.what}",
                              fix="see zfs create -V in the case's commands.log (a pool full "
