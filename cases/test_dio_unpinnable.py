@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.dio import set_async
 from suite.ioengine.unpinnable import INTERFACES, OPS
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
@@ -53,10 +53,7 @@ def _kind(problem: str) -> str:
 @pytest.mark.quick("async1")
 @pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])
 def test_dio_buffer_with_unpinnable_page(zfs_guest, pool, engine, accel, async_, symptom):
-    if zfs_guest.has_param(ASYNC_PARAM):
-        zfs_guest.set_param(ASYNC_PARAM, async_)
-    elif async_:
-        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    set_async(zfs_guest, async_)
     lines = engine.oneshot("unpinnable", "--file", pool.path("unpinnable.bin"),
                            "--timeout-s", str(int(accel.deadline(30))), timeout=300)
     trials = [ln for ln in lines if ln.get("event") == "unpinnable"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.dio import set_async
 from suite.casekit.faults import (TEARDOWNS, hold, raced_while_held, require_raced_while_held,
                                   restore_after, teardown_cmd, teardown_refused, teardown_target,
                                   while_held)
@@ -36,9 +36,7 @@ SIZE = 1 << 20
 def test_teardown_with_held_read(zfs_guest, pool, engine, accel, op, reader, case_dir, symptom):
     z = zfs_guest
     if reader == "async":
-        if not z.has_param(ASYNC_PARAM):
-            pytest.skip(f"reader=async: the build has no {ASYNC_PARAM}")
-        z.set_param(ASYNC_PARAM, 1)
+        set_async(z, 1, "reader=async")
     t = teardown_target(z, engine, pool, op, SIZE, "held", {"atime": "on", "relatime": "off"},
                         accel.deadline(30))
     target_ds, clone, path = t.dataset, t.clone, t.path

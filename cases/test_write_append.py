@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.dio import set_async
 from suite.casekit.faults import RAISE_HOLD, NotArmed
 from suite.casekit.writes import WRITE_PROPS, arm_write_delay
 
@@ -36,10 +36,7 @@ def _append(engine, path, interface, k, seed, rlimit=0, deadline=120):
 
 
 def _set_async(z, value):
-    if z.has_param(ASYNC_PARAM):
-        z.set_param(ASYNC_PARAM, value)
-    elif value:
-        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    set_async(z, value)
 
 
 @pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])

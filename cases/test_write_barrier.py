@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.dio import set_async
 from suite.casekit.engine import EngineRunner, parse_lines
 from suite.casekit.faults import RAISE_HOLD, NotArmed, hold
 from suite.casekit.writes import SLUB_DEBUG, WRITE_PROPS, arm_write_delay, run_inflight, verify_file
@@ -45,10 +45,7 @@ W = 4096
 
 
 def _setup(z, pool, engine, accel, async_, names=("one.bin",)):
-    if z.has_param(ASYNC_PARAM):
-        z.set_param(ASYNC_PARAM, async_)
-    elif async_:
-        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    set_async(z, async_)
     paths = [pool.path(n) for n in names]
     for p in paths:
         engine.oneshot("write-file", p, "--size", str(SIZE), "--seed", "base")
@@ -293,10 +290,7 @@ def test_write_fsync_without_async_writes_returns(zfs_guest, pool, engine, accel
     """Twenty new files, one buffered page each, fsync'd one by one: none may
     wait for async writes that were never issued."""
     z = zfs_guest
-    if z.has_param(ASYNC_PARAM):
-        z.set_param(ASYNC_PARAM, async_)
-    elif async_:
-        pytest.skip(f"async=1: the build has no {ASYNC_PARAM}")
+    set_async(z, async_)
     limit = accel.deadline(5)
     h = engine.background("fsync-files", "--dir", pool.mountpoint, "-n", "20")
     done, seen, last = None, 0, time.monotonic()

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from suite.casekit.dio import ASYNC_PARAM
+from suite.casekit.dio import set_async
 from suite.casekit.engine import parse_lines
 from suite.casekit.faults import (TEARDOWNS, NotArmed, held_deadline_s, probe_ms,
                                   raced_while_held, require_raced_while_held, restore_after,
@@ -70,9 +70,7 @@ def test_teardown_with_held_write(zfs_guest, pool, engine, accel, op, writer, ca
                                   symptom):
     z = zfs_guest
     if writer == "async":
-        if not z.has_param(ASYNC_PARAM):
-            pytest.skip(f"writer=async: the build has no {ASYNC_PARAM}")
-        z.set_param(ASYNC_PARAM, 1)
+        set_async(z, 1, "writer=async")
     t = teardown_target(z, engine, pool, op, SIZE, "base", {"recordsize": "4K"},
                         accel.deadline(30))
     target_ds, clone, path = t.dataset, t.clone, t.path

@@ -124,3 +124,29 @@ def test_a_held_write_on_a_zinject_without_object_delay_is_skipped_too():
         arm_write_delay(_RefusingZinject("zinject: invalid option 'E'"), "/tank/f", 5.0)
     with pytest.raises(NotArmed):
         arm_write_delay(_RefusingZinject("cannot open /tank/f"), "/tank/f", 5.0)
+
+
+class _Switch:
+    """What set_async uses of suite.guest.zfs.Zfs."""
+
+    def __init__(self, has: bool) -> None:
+        self.has, self.set = has, []
+
+    def has_param(self, name: str) -> bool:
+        return self.has
+
+    def set_param(self, name: str, value: object) -> None:
+        self.set.append((name, value))
+
+
+def test_set_async_sets_the_switch_or_skips_only_the_row_that_needs_it():
+    from suite.casekit.dio import ASYNC_PARAM, set_async
+    z = _Switch(True)
+    set_async(z, True)
+    set_async(z, 0)
+    assert z.set == [(ASYNC_PARAM, 1), (ASYNC_PARAM, 0)]
+    stock = _Switch(False)
+    set_async(stock, 0)                  # the sync row runs on a stock build as it is
+    assert stock.set == []
+    with pytest.raises(pytest.skip.Exception, match=f"writer=async: the build has no {ASYNC_PARAM}"):
+        set_async(stock, 1, "writer=async")

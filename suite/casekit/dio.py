@@ -47,6 +47,17 @@ FIXED_BEHAVIOUR = {STRICT_PARAM: 1}
 ALIGNMENT_ONLY = frozenset({STRICT_PARAM})
 
 
+def set_async(zfs: "Zfs", on: bool | int, who: str = "async=1") -> None:
+    """Turn the async Direct I/O path on or off for a case's rows. A build without
+    the switch (stock OpenZFS) has only the synchronous path: the row that asks for
+    the async one skips and says so (``who`` names it), the other runs as it is."""
+    if zfs.has_param(ASYNC_PARAM):
+        zfs.set_param(ASYNC_PARAM, int(on))
+    elif on:
+        import pytest
+        pytest.skip(f"{who}: the build has no {ASYNC_PARAM}")
+
+
 def capable(c: "Condition", have: set[str], aligned: bool) -> tuple["Condition | None", str]:
     """(the condition as this build can run it, or None; why, or a note of what
     stands in for a knob it lacks)."""
