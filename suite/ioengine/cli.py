@@ -1,4 +1,4 @@
-"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev|explore-run|remap-cross|unpinnable|serve ...``.
+"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev|explore-run|remap-cross|unpinnable|refused|serve ...``.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .counters import to_int
 from .explore import add_commands as add_explore_commands
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .remap import add_commands as add_remap_commands
+from .refused import add_commands as add_refused_commands
 from .unpinnable import add_commands as add_unpinnable_commands
 from .resident import DEFAULT_DIR as RESIDENT_DIR, serve
 from .stress import cmd_flood, cmd_hold, cmd_sample, parse_sample
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explore_commands(sub)
     add_remap_commands(sub)
     add_unpinnable_commands(sub)
+    add_refused_commands(sub)
     sv = sub.add_parser("serve", help="stay resident: run client.sh's requests, a fork each "
                         "(every command imported once; resident.py)")
     sv.add_argument("--dir", default=RESIDENT_DIR, help=f"request directory (default {RESIDENT_DIR})")

@@ -16,6 +16,7 @@ Kinds (strings, so manifests can name them):
   file returned different bytes);
 - writes: ``past-end`` (the file grew past what the call said it wrote),
   ``no-short`` (a write the limit should have cut came back whole),
+  ``accepted`` (a write the file had to refuse, EPERM, came back as written),
   ``past-limit`` (a file grew past RLIMIT_FSIZE), ``no-EFBIG``, ``order``
   (appends landed out of submission order), ``size``, ``mixed`` (a range
   neither wholly old nor wholly new);
@@ -64,7 +65,8 @@ INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error"
 # (suite/plugin/fixtures.py ``pool``); any other kind recycles the guest.
 SETTLED = frozenset({"EINVAL", "EFAULT", "short", "wrong-bytes", "overrun", "no-EINVAL",
                      "served-by-ARC", "served-by-DIO", "paths-disagree", "past-end",
-                     "no-short", "past-limit", "no-EFBIG", "order", "size", "mixed"})
+                     "no-short", "past-limit", "no-EFBIG", "order", "size", "mixed",
+                     "accepted"})
 
 
 def settled(kinds: Iterable[str]) -> bool:
