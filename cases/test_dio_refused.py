@@ -28,6 +28,7 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import set_async
+from suite.casekit.engine import report_trials
 from suite.ioengine.refused import FLAGS, INTERFACES
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
@@ -48,12 +49,16 @@ def _kind(problem: str) -> str:
     return "harness"
 
 
+def _row(t: dict) -> str:
+    return f"{t['interface']} segs{t['nsegs']} {t['flag']}"
+
+
 def label_problems(trials: list[dict], async_: int) -> list[str]:
     """The row ran as labelled: async, each queued control write went to the taskq;
     sync, no write of the row did."""
     out = []
     for t in trials:
-        row = f"{t['interface']} segs{t['nsegs']} {t['flag']}"
+        row = _row(t)
         if t["tasks"] is None or t["control_tasks"] is None:
             out.append(f"{row}: the async taskq counter could not be read")
         elif async_ and t["interface"] != "sync" and t["control_tasks"] < 1:
@@ -71,21 +76,13 @@ def test_dio_write_refused_after_open(zfs_guest, pool, engine, accel, async_, sy
     lines = engine.oneshot("refused", "--file", pool.path("refused.bin"),
                            "--pool", pool.pool.name,
                            "--timeout-s", str(int(accel.deadline(30))), timeout=300)
-    trials = [ln for ln in lines if ln.get("event") == "refused"]
-    if len(trials) != TRIALS:
-        symptom("no-result", f"{len(trials)} of {TRIALS} trials reported: {lines[-2:]}")
-        pytest.fail(f"the engine reported {len(trials)} of {TRIALS} trials: {lines[-3:]}")
+    trials = report_trials(lines, "refused", TRIALS, symptom, _row, _kind)
     bad = [t for t in trials if not t["ok"]]
-    for t in bad:
-        row = f"{t['interface']} segs{t['nsegs']} {t['flag']}"
-        for p in t["problems"]:
-            symptom(_kind(p), p, row)
     unproven = label_problems(trials, async_)
     for p in unproven:
         symptom("unproven", p)
     results = sorted({t["error"] or f"{t['res']} B" for t in trials})
     assert not bad, (f"{len(bad)} of {TRIALS} trials wrong: "
-                     + "; ".join(f"{t['interface']} segs{t['nsegs']} {t['flag']}: "
-                                 f"{', '.join(t['problems'])}" for t in bad[:6])
+                     + "; ".join(f"{_row(t)}: {', '.join(t['problems'])}" for t in bad[:6])
                      + f" (results seen: {results})")
     assert not unproven, "; ".join(unproven)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import set_async
+from suite.casekit.engine import report_trials
 from suite.ioengine.unpinnable import INTERFACES, OPS
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
@@ -50,23 +51,19 @@ def _kind(problem: str) -> str:
     return "harness"
 
 
+def _row(t: dict) -> str:
+    return f"{t['interface']} {t['op']} segs{t['nsegs']} hole@{t['hole']}"
+
+
 @pytest.mark.quick("async1")
 @pytest.mark.parametrize("async_", [1, 0], ids=["async1", "async0"])
 def test_dio_buffer_with_unpinnable_page(zfs_guest, pool, engine, accel, async_, symptom):
     set_async(zfs_guest, async_)
     lines = engine.oneshot("unpinnable", "--file", pool.path("unpinnable.bin"),
                            "--timeout-s", str(int(accel.deadline(30))), timeout=300)
-    trials = [ln for ln in lines if ln.get("event") == "unpinnable"]
-    if len(trials) != TRIALS:
-        symptom("no-result", f"{len(trials)} of {TRIALS} trials reported: {lines[-2:]}")
-        pytest.fail(f"the engine reported {len(trials)} of {TRIALS} trials: {lines[-3:]}")
+    trials = report_trials(lines, "unpinnable", TRIALS, symptom, _row, _kind)
     bad = [t for t in trials if not t["ok"]]
-    for t in bad:
-        row = f"{t['interface']} {t['op']} segs{t['nsegs']} hole@{t['hole']}"
-        for p in t["problems"]:
-            symptom(_kind(p), p, row)
     results = sorted({(t["op"], t["error"] or f"{t['res']} B") for t in trials})
     assert not bad, (f"{len(bad)} of {TRIALS} trials wrong: "
-                     + "; ".join(f"{t['interface']} {t['op']} segs{t['nsegs']} hole@{t['hole']}: "
-                                 f"{', '.join(t['problems'])}" for t in bad[:6])
+                     + "; ".join(f"{_row(t)}: {', '.join(t['problems'])}" for t in bad[:6])
                      + f" (results seen: {results})")

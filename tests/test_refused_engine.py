@@ -84,3 +84,19 @@ def test_a_row_that_did_not_take_its_labelled_path_is_unproven():
     assert "labelled synchronous but 1 task(s)" in label_problems([_t("io_uring", 1, 0)], 0)[0]
     assert "labelled synchronous" in label_problems([_t("sync", 0, 1)], 1)[0]
     assert "could not be read" in label_problems([_t("libaio", None, 1)], 1)[0]
+
+
+def test_report_trials_records_every_problem_and_fails_when_trials_are_missing():
+    from suite.casekit.engine import report_trials
+    said: list[tuple] = []
+    sym = lambda kind, detail, row="": said.append((kind, detail, row))    # noqa: E731
+    lines = [{"event": "refused", "interface": "sync", "problems": ["failed EIO, not EPERM"]},
+             {"event": "refused", "interface": "libaio", "problems": []},
+             {"event": "other"}]
+    got = report_trials(lines, "refused", 2, sym, lambda t: t["interface"],
+                        lambda p: "error:EIO")
+    assert len(got) == 2 and said == [("error:EIO", "failed EIO, not EPERM", "sync")]
+    said.clear()
+    with pytest.raises(pytest.fail.Exception, match="reported 2 of 3 trials"):
+        report_trials(lines, "refused", 3, sym, str, str)
+    assert said[0][0] == "no-result"

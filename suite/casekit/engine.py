@@ -41,6 +41,23 @@ def parse_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def report_trials(lines: list[dict[str, Any]], event: str, want: int, symptom: Any,
+                  row: Any, kind: Any) -> list[dict[str, Any]]:
+    """The trials of an engine command that prints one ``event`` line a trial with its
+    ``problems``: all ``want`` of them, or ``no-result`` and the case fails; each problem
+    of a trial recorded as ``symptom(kind(problem), problem, row(trial))``. Returns the
+    trials."""
+    import pytest
+    trials = [ln for ln in lines if ln.get("event") == event]
+    if len(trials) != want:
+        symptom("no-result", f"{len(trials)} of {want} trials reported: {lines[-2:]}")
+        pytest.fail(f"the engine reported {len(trials)} of {want} trials: {lines[-3:]}")
+    for t in trials:
+        for problem in t.get("problems") or ():
+            symptom(kind(problem), problem, row(t))
+    return trials
+
+
 def in_flight(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The trial the engine began and never reported (its ``begin`` line without
     a result line), or None."""
