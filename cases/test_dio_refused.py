@@ -20,8 +20,10 @@ on the sync row none does.
 Shown catching a bug of that branch (2026-12-04): a mutant of the async-dio head
 whose task returns on EPERM before it lets the request's pages go, with the
 queue-side check removed so refusals reach the task (a ``--series`` folder stacked
-on ``async-dio``): the async row fails with ``pins:leak``; the sync row, which never
-pins through the taskq, passes.
+on ``async-dio``): ``[async1]`` fails with ``pins:leak`` (128 pages, the eight
+async trials' 16 each, still pinned after the case); ``[async0]``, which never pins
+through the taskq, passes. The head: both rows pass, all 24 trials EPERM, each async
+control write one task.
 """
 from __future__ import annotations
 
