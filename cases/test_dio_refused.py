@@ -30,7 +30,7 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import set_async
-from suite.casekit.engine import report_trials
+from suite.casekit.engine import problem_kind, report_trials
 from suite.ioengine.refused import FLAGS, INTERFACES
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
@@ -38,17 +38,12 @@ pytestmark = [pytest.mark.vm, pytest.mark.nvme]
 TRIALS = len(INTERFACES) * 2 * len(FLAGS)        # x segments (1, 4)
 
 
+KINDS = (("accepted", "accepted"), ("bytes of the file changed", "wrong-bytes"),
+         ("wrong bytes", "wrong-bytes"), ("control", "short"))
+
+
 def _kind(problem: str) -> str:
-    """The symptom kind of one problem a trial reported (suite/report/symptoms.py)."""
-    if problem.startswith("accepted"):
-        return "accepted"
-    if problem.startswith("failed "):
-        return "error:" + problem.split()[1].rstrip(",")
-    if "bytes of the file changed" in problem or "wrong bytes" in problem:
-        return "wrong-bytes"
-    if "control" in problem:
-        return "short"
-    return "harness"
+    return problem_kind(problem, KINDS)
 
 
 def _row(t: dict) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import pytest
 
 from suite.casekit.dio import set_async
-from suite.casekit.engine import report_trials
+from suite.casekit.engine import problem_kind, report_trials
 from suite.ioengine.unpinnable import INTERFACES, OPS
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme]
@@ -36,19 +36,12 @@ pytestmark = [pytest.mark.vm, pytest.mark.nvme]
 TRIALS = len(INTERFACES) * len(OPS) * 2 * 2      # x segments (1, 4) x holes (page 0, 5)
 
 
+KINDS = (("past the unpinnable page", "overrun"), ("wrong bytes", "wrong-bytes"),
+         ("neither old nor new", "mixed"), ("control", "short"))
+
+
 def _kind(problem: str) -> str:
-    """The symptom kind of one problem a trial reported (suite/report/symptoms.py)."""
-    if problem.startswith("failed "):
-        return "error:" + problem.split()[1].rstrip(",")
-    if "past the unpinnable page" in problem:
-        return "overrun"
-    if "wrong bytes" in problem:
-        return "wrong-bytes"
-    if "neither old nor new" in problem:
-        return "mixed"
-    if "control" in problem:
-        return "short"
-    return "harness"
+    return problem_kind(problem, KINDS)
 
 
 def _row(t: dict) -> str:

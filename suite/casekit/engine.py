@@ -41,6 +41,15 @@ def parse_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def problem_kind(problem: str, by_text: tuple[tuple[str, str], ...]) -> str:
+    """The symptom kind of one problem an engine trial reported
+    (suite/report/symptoms.py): "failed EXXX, ..." is ``error:EXXX``; else the kind of
+    the first (text, kind) of ``by_text`` whose text the problem holds; else ``harness``."""
+    if problem.startswith("failed "):
+        return "error:" + problem.split()[1].rstrip(",")
+    return next((kind for text, kind in by_text if text in problem), "harness")
+
+
 def report_trials(lines: list[dict[str, Any]], event: str, want: int, symptom: Any,
                   row: Any, kind: Any) -> list[dict[str, Any]]:
     """The trials of an engine command that prints one ``event`` line a trial with its

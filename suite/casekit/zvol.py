@@ -87,8 +87,7 @@ def create_zvol(ds: "Dataset", engine: "EngineRunner", name: str, size: int,
     if zfs.zfs(*args, full, check=False).rc != 0:       # left over: start again
         zfs.zfs("destroy", "-f", full, check=False)
         zfs.zfs(*args, full)
-    zv = Zvol(full, relocator(engine, full)(), volblocksize, size, queue)
-    settle(zfs.guest)
+    zv = Zvol(full, relocator(engine, full)(), volblocksize, size, queue)   # udev settled
     check_queue(zfs.guest, zv)
     return zv
 
