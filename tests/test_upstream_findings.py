@@ -89,3 +89,74 @@ def test_a_pattern_lists_every_case_it_matches_and_no_other():
              _case("test_x[a]", "fail", "kernel:lockdep: z")]
     upstream.mark(cases, [f])
     assert [c.known for c in cases] == ["zv", "", ""]
+
+
+FIXED = upstream.UpstreamFinding("deadlock", "a deadlock fixed upstream since", ("test_x[a]",),
+                                 ("hang", "D-state"), seen="at head h", fixed_by="f1x")
+
+
+def _is_ancestor(graph: dict[str, set[str]]):
+    """A stand-in for git: ``graph[commit]`` is the set of commits it contains;
+    a commit not in it is one the object cache does not hold."""
+    return lambda fix, commit: (fix in graph[commit]) if commit in graph else None
+
+
+def test_a_fixed_finding_is_known_only_where_the_build_lacks_the_fix():
+    graph = {"old": {"base"}, "new": {"base", "f1x"}}
+    hang = "hang: A->B beside B->A: still running"
+    for commits, known, note in ((["old"], "deadlock", "the build lacks upstream's fix f1x"),
+                                 (["new"], "", ""),
+                                 (["old", "new"], "", ""),
+                                 (["gone"], "deadlock", "could not tell whether the build")):
+        case = _case("test_x[a]", "fail", hang, "D-state: 886 (python3)")
+        upstream.mark([case], [FIXED], lacks=upstream.lacks_in(commits, _is_ancestor(graph)))
+        assert case.known == known, commits
+        assert note in case.why and (not known or "at head h" in case.why), commits
+
+
+def test_without_an_answer_a_fixed_finding_stands_and_says_so():
+    [f] = upstream.applying([FIXED], None)
+    assert f.id == "deadlock" and "could not tell" in f.seen
+    assert upstream.lacks_in([], _is_ancestor({}))("f1x") is None
+
+
+def test_build_commits_are_read_from_each_sessions_build_records(tmp_path):
+    from suite.report.page.disk import build_commits
+    for name, commit in (("s1", "aaa"), ("s2", "bbb"), ("s3", "aaa")):
+        (tmp_path / name / "build").mkdir(parents=True)
+        (tmp_path / name / "build" / "record-k.json").write_text(
+            f'{{"source": {{"commit": "{commit}"}}}}')
+    (tmp_path / "s4" / "build").mkdir(parents=True)
+    (tmp_path / "s4" / "build" / "record-k.json").write_text("not json")
+    sessions = [tmp_path / n for n in ("s1", "s2", "s3", "s4")]
+    assert build_commits(sessions) == ["aaa", "bbb"]
+
+
+def test_every_fixed_by_names_a_commit_id():
+    for f in upstream.load():
+        if f.fixed_by:
+            assert re.fullmatch(r"[0-9a-f]{7,40}", f.fixed_by), f.id
+
+
+def test_git_answers_from_the_object_cache(tmp_path, monkeypatch):
+    import subprocess
+    repo = tmp_path / "cache" / "git" / "objects.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+
+    def commit(msg: str, *parents: str) -> str:
+        tree = subprocess.run(["git", "--git-dir", str(repo), "mktree"], input="",
+                              capture_output=True, text=True, check=True).stdout.strip()
+        args = [a for p in parents for a in ("-p", p)]
+        return subprocess.run(["git", "--git-dir", str(repo), "commit-tree", tree, "-m", msg,
+                               *args], capture_output=True, text=True, check=True,
+                              env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                   "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+                              ).stdout.strip()
+    base = commit("base")
+    fix = commit("fix", base)
+    series = commit("series", base)
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+    assert upstream.git_lacks([series])(fix) is True
+    assert upstream.git_lacks([fix])(fix) is False
+    assert upstream.git_lacks([series, fix])(fix) is False
+    assert upstream.git_lacks(["0" * 40])(fix) is None

@@ -1,15 +1,17 @@
 """Findings on stock upstream OpenZFS that the default selection meets on every run
 (``patches/upstream/findings.toml``). A failing case that is one of them, failing
 only by the finding's symptom kinds, stays a failure: the verdict names it a known
-upstream finding and counts the new failures apart from it."""
+upstream finding and counts the new failures apart from it. A finding upstream has
+since fixed (``fixed_by``) is known only for builds whose source lacks that commit
+(a series on an older base); where the build has the fix, the same failure is new."""
 from __future__ import annotations
 
 import fnmatch
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from suite.paths import patches_dir
 
@@ -31,6 +33,9 @@ class UpstreamFinding:
     # says too little: every lockdep report is ``kernel:lockdep``, and the known one of
     # the zvol cases must not hide a new lock-order report in the same case.
     signature: str = ""
+    # The upstream commit that fixes it: the finding is known only for a build whose
+    # source lacks that commit (a series whose base predates the fix).
+    fixed_by: str = ""
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -57,7 +62,8 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
         return []
     data = tomllib.loads(path.read_text())
     return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
-                            f.get("seen", ""), f.get("where", ""), f.get("signature", ""))
+                            f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
+                            f.get("fixed_by", ""))
             for f in data.get("findings", [])]
 
 
@@ -87,9 +93,61 @@ def covering(nodeid: str, symptoms: list[str],
     return used
 
 
-def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None) -> None:
-    """Name each failed case that is a known upstream finding (``Case.known``)."""
-    findings = load() if findings is None else findings
+# Whether the run's builds lack a commit: True (every build lacks it), False (some
+# build has it), None (could not tell: a source not in the object cache).
+Lacks = Callable[[str], "bool | None"]
+
+
+def lacks_in(commits: Iterable[str], is_ancestor: Callable[[str, str], "bool | None"]) -> Lacks:
+    """A ``Lacks`` for builds of these source commits; ``is_ancestor(fix, commit)``
+    answers one pair (git merge-base --is-ancestor)."""
+    commits = [c for c in commits if c]
+
+    def lacks(fix: str) -> bool | None:
+        answers = [is_ancestor(fix, c) for c in commits]
+        if not answers or None in answers:
+            return None
+        return not any(answers)
+    return lacks
+
+
+def git_lacks(commits: Iterable[str]) -> Lacks:
+    """A ``Lacks`` answered by the suite's git object cache (where every build's
+    source was fetched and its series applied)."""
+    from suite.source.objects import ObjectCache
+    cache = ObjectCache()
+
+    def is_ancestor(fix: str, commit: str) -> bool | None:
+        if not (cache.has_commit(fix) and cache.has_commit(commit)):
+            return None
+        rc = cache.run("merge-base", "--is-ancestor", fix, commit, check=False).returncode
+        return {0: True, 1: False}.get(rc)
+    return lacks_in(commits, is_ancestor)
+
+
+def applying(findings: list[UpstreamFinding], lacks: Lacks | None) -> list[UpstreamFinding]:
+    """The findings that stand for this run's builds: one upstream has fixed stands
+    only where every build lacks the fix (where that cannot be told, it stands, and
+    its ``seen`` says so)."""
+    out = []
+    for f in findings:
+        if not f.fixed_by:
+            out.append(f)
+            continue
+        answer = lacks(f.fixed_by) if lacks else None
+        if answer is False:
+            continue
+        note = (f"the build lacks upstream's fix {f.fixed_by}" if answer else
+                f"could not tell whether the build has upstream's fix {f.fixed_by}")
+        out.append(replace(f, seen=f"{f.seen}; {note}" if f.seen else note))
+    return out
+
+
+def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None,
+         lacks: Lacks | None = None) -> None:
+    """Name each failed case that is a known upstream finding (``Case.known``);
+    ``lacks`` tells which fixed findings still stand for the run's builds."""
+    findings = applying(load() if findings is None else findings, lacks)
     for c in cases:
         if c.status != "fail":
             continue

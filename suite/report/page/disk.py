@@ -151,6 +151,19 @@ def build_row(side: str, sessions: list[Path]) -> BuildRow | None:
     return None
 
 
+def build_commits(sessions: list[Path]) -> list[str]:
+    """The source commit of every build the sessions ran (``build/record-*.json``)."""
+    out: list[str] = []
+    for s in sessions:
+        for rec in sorted((s / "build").glob("record-*.json")):
+            data = read_json(rec)
+            src = data.get("source") if isinstance(data, dict) else None
+            commit = str((src or {}).get("commit") or "")
+            if commit and commit not in out:
+                out.append(commit)
+    return out
+
+
 def trial_count(sessions: list[Path]) -> int:
     """Trials the run's condition x outcome tables account for."""
     n = 0

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from suite.errors import SuiteError
 from suite.report import upstream
-from suite.report.page.disk import (build_row, case_from_junit, case_from_verdict,
-                                    fill_from_folder, is_session, junit_cases, junit_seconds,
+from suite.report.page.disk import (build_commits, build_row, case_from_junit,
+                                    case_from_verdict, fill_from_folder, is_session, junit_cases, junit_seconds,
                                     minutes, read_json, session_label, sessions_under,
                                     trial_count, verdicts)
 from suite.report.page.model import Case, Grid, Page, Section, SideResult, Verdict
@@ -116,7 +116,7 @@ def plain(root: Path, junit: Path | None = None) -> Page:
     sessions = sessions_under(root)
     junit = junit or (root / "junit.xml" if (root / "junit.xml").exists() else None)
     cases = side_cases(sessions, junit)
-    upstream.mark(cases)
+    upstream.mark(cases, lacks=upstream.git_lacks(build_commits(sessions)))
     label = session_label(sessions[0]) if len(sessions) == 1 else \
         f"{root.name} ({len(sessions)} sessions)"
     page = Page("plain", f"run {label}", root, run_verdict(cases, []), cases=cases)
@@ -236,7 +236,8 @@ def merged(root: Path, shards: list[Path], expected: int) -> Page:
             times.append((folder.name, minutes(junit_seconds(xml))))
     if len(shards) < expected:
         problems.append(f"{expected - len(shards)} of {expected} shards are missing")
-    upstream.mark(cases)
+    upstream.mark(cases, lacks=upstream.git_lacks(
+        [c for _, ss in sides for c in build_commits(ss)]))
     page = Page("merged", f"{len(shards)} shards merged", root, run_verdict(cases, problems),
                 sides=("shard",), cases=cases, times=times, sessions=sides)
     page.builds = [b for b in (build_row(s, ss) for s, ss in sides) if b]
