@@ -107,6 +107,7 @@ def test_a_fixed_finding_is_known_only_where_the_build_lacks_the_fix():
     for commits, known, note in ((["old"], "deadlock", "the build lacks upstream's fix f1x"),
                                  (["new"], "", ""),
                                  (["old", "new"], "", ""),
+                                 (["gone", "new"], "", ""),
                                  (["gone"], "deadlock", "could not tell whether the build")):
         case = _case("test_x[a]", "fail", hang, "D-state: 886 (python3)")
         upstream.mark([case], [FIXED], lacks=upstream.lacks_in(commits, _is_ancestor(graph)))

@@ -105,9 +105,9 @@ def lacks_in(commits: Iterable[str], is_ancestor: Callable[[str, str], "bool | N
 
     def lacks(fix: str) -> bool | None:
         answers = [is_ancestor(fix, c) for c in commits]
-        if not answers or None in answers:
-            return None
-        return not any(answers)
+        if True in answers:                  # some build has the fix
+            return False
+        return None if not answers or None in answers else True
     return lacks
 
 
