@@ -118,8 +118,7 @@ def git_lacks(commits: Iterable[str]) -> Lacks:
     cache = ObjectCache()
 
     def is_ancestor(fix: str, commit: str) -> bool | None:
-        if not (cache.has_commit(fix) and cache.has_commit(commit)):
-            return None
+        # 0: an ancestor, 1: not; anything else (an object or the cache missing): unknown
         rc = cache.run("merge-base", "--is-ancestor", fix, commit, check=False).returncode
         return {0: True, 1: False}.get(rc)
     return lacks_in(commits, is_ancestor)
