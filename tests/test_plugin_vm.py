@@ -43,7 +43,8 @@ def test_1_guest_hangs(zfs_guest, pool, accel):
 
 
 def test_2_next_case_gets_a_fresh_guest(zfs_guest, guests):
-    assert guests.boots == 2, "the hung guest was reused"
+    # 2, or 3 when a boot on a busy host ran out of time and was tried once more
+    assert guests.boots >= 2, "the hung guest was reused (or this case ran first)"
     assert zfs_guest.guest.run("echo ok", timeout=60).stdout.strip() == "ok"
 '''
 
@@ -55,8 +56,11 @@ REAL_HOME = os.environ.get("HOME", str(Path.home()))
 def _inner_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner session runs in a temp dir: let it import this checkout's suite, and
     give it back the real HOME (pytester isolates it), where the user's git config
-    (insteadOf mirrors), the build cache and virtme-ng's SSH key live."""
+    (insteadOf mirrors), the build cache and virtme-ng's SSH key live. Its case
+    times stay apart from the user's: recorded there, the hang file's times once put
+    test_2 before test_1 (default cases run longest first), and it failed."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("OZFS_VMCI_DURATIONS", str(pytester.path / "durations.json"))
     monkeypatch.setenv("HOME", REAL_HOME)
 
 

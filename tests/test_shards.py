@@ -54,6 +54,21 @@ def test_case_times_are_kept_newest_first(tmp_path: Path):
     assert load_durations(f) == {"a": 30.0, "b": 20.0}
 
 
+def test_a_session_can_keep_its_case_times_apart(tmp_path: Path, monkeypatch):
+    """OZFS_VMCI_DURATIONS: the self-tests' inner sessions neither read the user's
+    times (which reordered their cases) nor add theirs to them."""
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+    record_durations({"cases/test_a.py::test_a": 50})
+    mine = tmp_path / "inner" / "durations.json"
+    mine.parent.mkdir()
+    monkeypatch.setenv("OZFS_VMCI_DURATIONS", str(mine))
+    assert load_durations() == {}
+    record_durations({"test_hang.py::test_2": 40})
+    assert load_durations() == {"test_hang.py::test_2": 40.0}
+    monkeypatch.delenv("OZFS_VMCI_DURATIONS")
+    assert load_durations() == {"cases/test_a.py::test_a": 50.0}
+
+
 CASES = '''
 import pytest
 
