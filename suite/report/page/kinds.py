@@ -21,8 +21,8 @@ from suite.errors import SuiteError
 from suite.report import upstream
 from suite.report.page.disk import (build_commits, build_row, case_from_junit,
                                     case_from_verdict, fill_from_folder, is_session,
-                                    junit_cases, junit_seconds, minutes, read_json, session_label, sessions_under,
-                                    trial_count, verdicts)
+                                    junit_cases, junit_seconds, minutes, read_json,
+                                    session_label, sessions_under, trial_count, verdicts)
 from suite.report.page.model import Case, Grid, Page, Section, SideResult, Verdict
 from suite.report.page.sections import all_sections, phrase
 
