@@ -31,12 +31,16 @@ from pathlib import Path
 import pytest
 
 from suite.errors import SuiteError
+from suite.explore.crashes.fresh import FreshGuests
+from suite.explore.crashes.pace import Pace
+from suite.explore.crashes.stream import StreamingRunner
 from suite.explore.known import read_known
 from suite.explore.ops import OP_KINDS, Sequence
-from suite.explore.session import (Budget, Conditions, GuestRunner, Settings, dataset_props,
-                                   explore, parse_budget)
+from suite.explore.session import (Budget, Conditions, Settings, dataset_props, explore,
+                                   parse_budget)
 from suite.explore.targets import NoZvols, choices_for
 from suite.explore.zvol import GuestZvols
+from suite.report import upstream
 
 pytestmark = [pytest.mark.vm, pytest.mark.explore]
 
@@ -66,8 +70,12 @@ def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
     return budget
 
 
-def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_budget):
-    """Generated sequences, each op checked; a failure shrunk and shown."""
+def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_budget, guests,
+                 zfs_build):
+    """Generated sequences, each op checked; a failure shrunk and shown. A sequence
+    that trips the kernel (a panic, a failed VERIFY, a hang, a lost guest) is a
+    finding too: named by its kernel lines and the op in flight, shrunk on fresh
+    guests, and exploring goes on on another."""
     seed = request.config.getoption("explore_seed")
     target = request.config.getoption("explore_target")
     zvols = GuestZvols(zfs_guest, pool, engine) if target == "zvol" else None
@@ -86,17 +94,33 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                         target=target,
                         max_findings=findings,
                         known=read_known([Path(p) for p in
-                                          request.config.getoption("explore_known")]))
+                                          request.config.getoption("explore_known")]),
+                        kernel_release=str(zfs_build.kernel.get("release", "")),
+                        upstream=upstream.load())
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "
           f"{', '.join(choices.params) or 'none (the build has none of them)'}"
           + (f"; ops avoided: {', '.join(k for k in OP_KINDS if k not in choices.ops)}"
              if avoid else ""))
-    result = explore(GuestRunner(engine), settings, seed, explore_budget, choices,
-                     Conditions(zfs_guest, pool), zvols=zvols)
+    pace = Pace(scale=engine.scale)     # the slowest op so far, across fresh guests
+
+    def runner(eng) -> StreamingRunner:
+        g = guests.current
+        return StreamingRunner(eng, pace, console=g.watch.seen if g and g.watch else None,
+                               evidence=case_dir / "explore" / "trips")
+
+    fresh = FreshGuests(guests, pool, case_dir, target, runner)
+    result = explore(runner(engine), settings, seed, explore_budget, choices,
+                     Conditions(zfs_guest, pool), zvols=zvols, renew=fresh)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
-          f"{result.elapsed_s:.0f}s; summary {settings.out_dir / 'summary.json'}")
+          f"{result.elapsed_s:.0f}s, {result.boots} fresh guests after a trip; summary "
+          f"{settings.out_dir / 'summary.json'}")
+    for t in result.trips:
+        print(f"explore: seed {t['seed']}: {t['kind']} in op {t['op']} ({t['op_kind']}): "
+              f"{t['headline'][:160]}")
+    for a in result.avoided:
+        print(f"explore: avoided from seed {a['seed']} on: {a['why']}")
     print(f"explore: where the time went: {result.summary()['time_split']}")
     if settings.known:
         print(f"explore: {result.known} sequences failed as a known finding did (of "

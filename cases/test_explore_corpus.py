@@ -12,7 +12,8 @@ import pytest
 
 from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
-from suite.explore.session import Conditions, Explorer, GuestRunner, Settings, dataset_props
+from suite.explore.crashes.stream import StreamingRunner
+from suite.explore.session import Conditions, Explorer, Settings, dataset_props
 from suite.explore.targets import NoZvols, param_table
 from suite.explore.zvol import GuestZvols
 
@@ -28,7 +29,7 @@ SEQ_TIMEOUT_S = 60.0
 # Every kept sequence is its own finding: the quick tier keeps them all.
 @pytest.mark.quick(*[p.stem for p in CORPUS])
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
+def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests):
     seq = Sequence.from_json(path.read_text())
     zvols = GuestZvols(zfs_guest, pool, engine) if seq.target == "zvol" else None
     try:
@@ -44,13 +45,20 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom):
                     f"cannot run as found")
     seq = replace(seq, params={k: v for k, v in seq.params.items()
                                if k in param_table(seq.target) and zfs_guest.has_param(k)})
-    runner = Explorer(GuestRunner(engine), Settings(workdir=pool.mountpoint,
+    g = guests.current
+    stream = StreamingRunner(engine, console=g.watch.seen if g and g.watch else None,
+                             evidence=case_dir / "explore" / "trips")
+    runner = Explorer(stream, Settings(workdir=pool.mountpoint,
                                                     seq_dir=engine.outdir,
                                                     out_dir=case_dir / "explore",
                                                     target=seq.target,
                                                     seq_timeout_s=SEQ_TIMEOUT_S),
                       Choices(), Conditions(zfs_guest, pool), zvols=zvols)
-    verdicts = [runner.replay(seq, f"corpus{i}") for i in range(RUNS)]
+    verdicts = []
+    for i in range(RUNS):       # a run that took the guest down ends the replays
+        verdicts.append(runner.replay(seq, f"corpus{i}"))
+        if runner.dead:
+            break
     bad = [v for v in verdicts if v.state != "ok"]
     note = f" (params the build lacks, not set: {', '.join(lacking)})" if lacking else ""
     for v in bad[:1]:

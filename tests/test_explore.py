@@ -947,40 +947,82 @@ def test_the_guest_runner_sends_the_sequence_and_keeps_the_output(tmp_path: Path
     from types import SimpleNamespace
 
     from suite.errors import KernelTripped
-    from suite.explore.session import GuestRunner
+    from suite.explore.crashes.stream import StreamingRunner
+    from suite.vm.console import Finding
     calls: list[tuple] = []
     out = '{"event": "begin", "i": 0, "op": "verify"}\n{"event": "op", "i": 0}\n' \
           '{"event": "explore-done", "ok": true, "failed_at": null}\n'
+    console: list[Finding] = [Finding("warning", "warning", "WARNING: before", 1)]
+
+    class Bg:
+        def __init__(self, cmd):
+            self.cmd, self.polls, self.signals = cmd, 0, []
+            self.lost = False
+
+        def poll(self, seconds):
+            self.polls += 1
+            if "boom" in self.cmd and self.polls > 1:
+                console.append(Finding("spl_panic", "error", "[ 5.0] PANIC at dbuf.c:1332:"
+                                       "dbuf_whichblock()", 9, (" dbuf_whichblock+0x1/0x2",)))
+                raise KernelTripped("the kernel reported spl_panic")
+            return "stuck" not in self.cmd and "boom" not in self.cmd
+
+        def result(self):
+            if "explore-run" in self.cmd and "stuck" not in self.cmd and "boom" not in self.cmd:
+                return SimpleNamespace(rc=0, stdout=out, stderr="")
+            head = '{"event": "begin", "i": 0, "op": "pwrite"}\n{"event": "op", "i": 0, ' \
+                '"ms": 10}\n{"event": "begin", "i": 3, "op": "splice"}\n'
+            return SimpleNamespace(rc=-9 if self.signals else None, stdout=head, stderr="")
+
+        def signal(self, sig):
+            self.signals.append(sig)
 
     class Guest:
-        def run(self, cmd, timeout, check=True):
-            calls.append(("run", cmd, timeout))
-            if "explore-run" in cmd and "boom" in cmd:
-                e = KernelTripped("the kernel reported a BUG")
-                e.partial_stdout = '{"event": "begin", "i": 3, "op": "pwrite"}\n'
-                raise e
-            return SimpleNamespace(rc=0, stdout=out, stderr="")
+        def run(self, cmd, timeout, check=True, log=True):
+            calls.append(("run", cmd[:40], timeout))
+            return SimpleNamespace(rc=0, stdout="--- pid 9 (python3) state=S wchan=pipe_read ---\n"
+                                   "[<0>] pipe_read+0x1/0x2\n", stderr="")
 
         def put(self, local, remote):
             calls.append(("put", str(local), remote))
 
-    engine = SimpleNamespace(guest=Guest(), scale=2.0,
-                             command=lambda *a: "ENGINE " + " ".join(a))
+        def background(self, cmd, timeout):
+            calls.append(("background", cmd))
+            self.bg = Bg(cmd)
+            return self.bg
+
+        def answers(self):
+            return True
+
+    guest = Guest()
+    engine = SimpleNamespace(guest=guest, scale=2.0, command=lambda *a: "ENGINE " + " ".join(a))
     f = tmp_path / "explore-1-0001-s0.seq.json"
     f.write_text("{}")
-    r = GuestRunner(engine).run_sequence(f, "/tmp/zfs/p/case/x.bin", 100)
-    assert r.lines[-1]["event"] == "explore-done" and r.rc == 0
+    r = StreamingRunner(engine, console=lambda: console).run_sequence(
+        f, "/tmp/zfs/p/case/x.bin", 100)
+    assert r.lines[-1]["event"] == "explore-done" and r.rc == 0 and r.trip is None
     assert calls[0] == ("run", "mkdir -p /tmp/ozfs-engine", 60.0)
     assert calls[1] == ("put", str(f), "/tmp/ozfs-engine/explore-1-0001-s0.seq.json")
-    assert calls[2] == ("run", "ENGINE explore-run /tmp/ozfs-engine/explore-1-0001-s0.seq.json "
-                        "--file /tmp/zfs/p/case/x.bin", 200.0)
+    assert calls[2] == ("background", "ENGINE explore-run /tmp/ozfs-engine/explore-1-0001-"
+                        "s0.seq.json --file /tmp/zfs/p/case/x.bin")
     assert (tmp_path / "explore-1-0001-s0.results.jsonl").read_text() == out
+    # the kernel dies under op 3: a trip, named by the console's report and the op
     g = tmp_path / "boom.seq.json"
     g.write_text("{}")
-    with pytest.raises(KernelTripped) as ei:
-        GuestRunner(engine).run_sequence(g, "/x", 100)
-    assert "running boom.seq.json; op 3 in flight" in str(ei.value)
-    assert ei.value.row == "explore boom.seq.json"
+    r = StreamingRunner(engine, console=lambda: console).run_sequence(g, "/x", 100)
+    assert r.trip is not None and r.trip.kind == "kernel:spl_panic" and r.trip.op == 3
+    assert r.trip.headline == "PANIC at dbuf.c:1332:dbuf_whichblock()" and not r.trip.guest_fit
+    assert "splice" in (tmp_path / "boom.results.jsonl").read_text()
+    # no progress: a hang, its stacks kept, the command killed, the guest kept
+    clock = iter(range(0, 10000, 7))
+    h = tmp_path / "stuck.seq.json"
+    h.write_text("{}")
+    r = StreamingRunner(engine, evidence=tmp_path / "trips",
+                        clock=lambda: float(next(clock))).run_sequence(h, "/x", 100)
+    assert r.trip is not None and r.trip.kind == "hang" and r.trip.op == 3
+    assert r.trip.op_kind == "splice" and r.trip.guest_fit and guest.bg.signals == ["TERM"]
+    assert "no progress for" in r.trip.headline and "op 3 (splice)" in r.trip.headline
+    assert "pipe_read" in (tmp_path / "trips" / "stuck" / "stacks.txt").read_text()
 
 
 def test_the_session_runs_files_only(tmp_path: Path):

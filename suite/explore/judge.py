@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from suite.explore.crashes.trip import Trip
 from suite.explore.ops import ZFS_OPS, Sequence
 
 STATES = ("ok", "failed", "no-result")
@@ -25,13 +26,16 @@ class Verdict:
     unsupported: list[str] = field(default_factory=list)  # "op 3 punch_hole: ..."
     refused: list[int] = field(default_factory=list)     # declined as allowed: racing EIO
     leaves: list[str] = field(default_factory=list)      # ereports its ops said they may leave
+    trip: Trip | None = None            # the kernel, a hang or a lost guest ended the run
 
     @property
     def failed(self) -> bool:
         return self.state == "failed"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["trip"] = self.trip.to_dict() if self.trip else None
+        return d
 
     def line(self) -> str:
         if self.state == "ok":
@@ -45,6 +49,16 @@ def in_flight(lines: list[dict[str, Any]]) -> int | None:
     done = {ln.get("i") for ln in lines if ln.get("event") == "op"}
     begun = [ln.get("i") for ln in lines if ln.get("event") == "begin" and ln.get("i") not in done]
     return begun[-1] if begun else None
+
+
+def trip_verdict(trip: Trip, lines: list[dict[str, Any]]) -> Verdict:
+    """A run the kernel (or a hang, or a lost guest) cut short: failed at the op in
+    flight, of the trip's kind, its headline the reason."""
+    ops = [ln for ln in lines if ln.get("event") == "op"]
+    return Verdict("failed", trip.op, trip.kind, trip.headline, ops_run=len(ops),
+                   einval=[ln["i"] for ln in ops if ln.get("outcome") == "einval"],
+                   refused=[ln["i"] for ln in ops if ln.get("outcome") == "refused"],
+                   trip=trip)
 
 
 def judge(lines: list[dict[str, Any]], n_ops: int, rc: int | None = None,
@@ -93,6 +107,18 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
     if confirmed is not None:
         lines.append("replayed once more: " + ("failed the same way" if confirmed
                                                else "did NOT fail again (flaky?)"))
+    if verdict.trip is not None:
+        t = verdict.trip
+        lines.append(f"in flight: " + (f"op {t.op} ({t.op_kind})" if t.op is not None
+                                       else "no op yet (the target's setup)") +
+                     f", {t.seconds:.0f}s into the run; the guest "
+                     + ("was kept" if t.guest_fit else "was replaced by a fresh one"))
+        shown = [ln for ln in t.lines if ln.strip()][:40]
+        if shown:
+            lines += ["the kernel's lines:" if t.kind.startswith("kernel:") else "stacks:",
+                      *("  " + ln for ln in shown)]
+        if t.evidence:
+            lines.append(f"evidence: {t.evidence}")
     lines += ["", seq.render(mark=verdict.failed_at), ""]
     if seq.target == "zvol":
         lines += ["replay in a guest with the build loaded (the zvol made as above, "

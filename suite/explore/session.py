@@ -34,10 +34,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
-from suite.errors import GuestError, KernelTripped
+from suite.casekit.engine import parse_lines
+from suite.explore.crashes.avoid import known_hang
+from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
-from suite.casekit.engine import REMOTE_DIR, parse_lines, upload
-from suite.explore.judge import Verdict, in_flight, judge, report_text
+from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
@@ -89,6 +90,7 @@ class RunOutput:
     lines: list[dict[str, Any]]
     rc: int | None = None
     stderr: str = ""
+    trip: Trip | None = None        # the kernel, a hang or a lost guest cut the run short
 
 
 class SequenceRunner(Protocol):
@@ -123,35 +125,6 @@ def _program(cmd: str) -> tuple[str, str | None]:
     words = shlex.split(cmd)
     env = dict(w.split("=", 1) for w in words[:-1] if "=" in w)
     return words[-1], env.get("LD_LIBRARY_PATH")
-
-
-class GuestRunner:
-    """``explore-run`` in the guest, through the case's ``EngineRunner`` (its
-    command line, its guest, its deadline scale)."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-
-    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
-                     extra: Iterable[str] = ()) -> RunOutput:
-        guest, scale = self.engine.guest, self.engine.scale
-        remote = f"{REMOTE_DIR}/{seq_file.name}"
-        upload(guest, seq_file, remote, scale)
-        out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
-        try:
-            r = guest.run(self.engine.command("explore-run", remote, "--file", target, *extra),
-                          timeout=timeout_s * scale, check=False)
-        except GuestError as e:         # a kernel report, a hang past the deadline, ...
-            partial = getattr(e, "partial_stdout", "") or ""
-            out.write_text(partial)
-            flying = in_flight(parse_lines(partial))
-            e.what += f" (running {seq_file.name}" + \
-                (f"; op {flying} in flight)" if flying is not None else ")")
-            if isinstance(e, KernelTripped):
-                e.row = f"explore {seq_file.name}"
-            raise
-        out.write_text(r.stdout)
-        return RunOutput(parse_lines(r.stdout), r.rc, r.stderr)
 
 
 class LocalRunner:
@@ -190,6 +163,11 @@ class Settings:
     # Failures already found elsewhere (suite/explore/known.py: the base's or
     # master's runs), by signature: counted and named, never shrunk.
     known: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    # The guest's kernel release and the upstream findings (patches/upstream/
+    # findings.toml): a hang that is a known finding on this kernel makes explore
+    # avoid its op from then on (suite/explore/crashes/avoid.py).
+    kernel_release: str = ""
+    upstream: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -230,15 +208,22 @@ class ExploreResult:
     replays: int = 0
     elapsed_s: float = 0.0
     known: int = 0                  # sequences that failed as a known finding did
+    boots: int = 0                  # fresh guests after one that tripped
+    trips: list[dict[str, Any]] = field(default_factory=list)   # every run the kernel cut short
+    avoided: list[dict[str, Any]] = field(default_factory=list)  # ops given up, and why
 
     def summary(self) -> dict[str, Any]:
         return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
                 "sequences": len(self.runs), "replays": self.replays,
                 "elapsed_s": round(self.elapsed_s, 1), "known": self.known,
+                "boots": self.boots, "trips": self.trips, "avoided": self.avoided,
                 "time_split": time_split(self.runs), "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
                               "signature": list(signature(f.original, f.verdict)),
-                              "ops": len(f.minimal.ops), "tries": f.tries,
+                              "ops": len(f.minimal.ops), "original_ops": len(f.original.ops),
+                              "tries": f.tries, "failed_at": f.minimal_verdict.failed_at,
+                              "trip": f.minimal_verdict.trip.to_dict()
+                              if f.minimal_verdict.trip else None,
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
@@ -279,8 +264,18 @@ def time_split(runs: list[dict[str, Any]]) -> str:
 def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
     """What tells two failures apart before shrinking: the symptom kind and the
     failing op's kind, interface and O_DIRECT-ness (``wrong-bytes pread sync
-    direct``)."""
+    direct``); a run the kernel cut short, the kernel's report (``Trip.signature``)."""
+    if v.trip is not None:
+        return v.trip.signature()
     return failure_signature(v.kind, seq, v.failed_at)
+
+
+def same_failure(v: Verdict, r: Verdict) -> bool:
+    """``r`` fails as ``v`` did: its kind, and for a trip the same kernel report."""
+    if not (r.failed and r.kind == v.kind):
+        return False
+    return v.trip is None or (r.trip is not None and
+                              r.trip.signature() == v.trip.signature())
 
 
 def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) -> tuple[str, ...]:
@@ -292,6 +287,18 @@ def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) ->
 
 
 Declare = Callable[[str, set[str]], None]
+
+
+@dataclass
+class Fresh:
+    """What a session runs on after a fresh guest replaced one that tripped: its
+    runner, what puts a sequence's conditions in place, what makes its zvols."""
+    runner: SequenceRunner
+    configure: Callable[[Sequence], None]
+    zvols: ZvolMaker | None = None
+
+
+Renew = Callable[[str], Fresh]      # renew(why): boot a fresh guest, pool and dataset
 
 
 class Explorer:
@@ -307,9 +314,13 @@ class Explorer:
                  configure: Callable[[Sequence], None] = lambda seq: None,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print,
                  declare: Declare | None = None, zfs: GuestZfs | None = None,
-                 zvols: ZvolMaker | None = None):
+                 zvols: ZvolMaker | None = None, renew: Renew | None = None):
         self.runner, self.s = runner, settings
         self.configure, self.clock, self.log = configure, clock, log
+        self.renew = renew
+        self.dead = ""              # why the guest is gone, when nothing can renew it
+        self.fresh = True           # nothing ran on this guest since it booted
+        self.boots = 0
         if isinstance(configure, Conditions):
             declare = declare or configure.declare
             zfs = zfs or configure.guest_zfs()
@@ -347,12 +358,36 @@ class Explorer:
         zfs_ops = any(o.op in ZFS_OPS for o in seq.ops)
         extra = [*run.args, *(self.engine_args if run.zvol is None or zfs_ops else [])]
         t = self.clock()
+        self.fresh = False
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
         self.last_timing = engine_timing(out.lines, self.clock() - t)
-        v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
-        self.targets.release(run, v)
+        if out.trip is None:
+            v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
+            self.targets.release(run, v)
+        else:
+            v = trip_verdict(out.trip, out.lines)
+            self.log(f"explore: {name}: {out.trip.label()}")
+            if not out.trip.guest_fit:
+                self.replace_guest(f"{name}: {out.trip.label()}")
         self.last[seq.key()] = v
         return v
+
+    def replace_guest(self, why: str) -> None:
+        """A fresh guest, pool and dataset for the next run (``renew``); without
+        one the session can run nothing more (``dead`` says why)."""
+        if self.renew is None:
+            self.dead = why
+            return
+        fresh = self.renew(why)
+        self.boots += 1
+        self.runner, self.configure = fresh.runner, fresh.configure
+        if isinstance(fresh.configure, Conditions):
+            self.declare = fresh.configure.declare
+            self.zfs = fresh.configure.guest_zfs()
+            self.engine_args = self.zfs.engine_args() if self.zfs is not None else []
+        self.declared = set()           # the new guest's judges know of nothing yet
+        self.targets = make_targets(self.s.target, self.s.workdir, fresh.zvols, self.log)
+        self.fresh, self.dead = True, ""
 
     def declare_leaves(self, seq: Sequence) -> None:
         """Declare, before it runs, the ereports ``seq``'s ops may leave with
@@ -377,14 +412,15 @@ class Explorer:
         stop_at = self.clock() + self.s.shrink_s
 
         def still_fails(c: Sequence) -> bool:
-            r = self.replay(c, "shrink")
-            return r.failed and r.kind == v.kind
+            return same_failure(v, self.replay(c, "shrink"))
 
         res = shrink(seq, still_fails, self.s.shrink_tries, failed_at=v.failed_at,
-                     should_stop=lambda: self.clock() > stop_at)
+                     should_stop=lambda: self.clock() > stop_at or bool(self.dead))
         before = self.last.get(res.sequence.key(), v)     # its last failing run
+        if v.trip is not None and not self.fresh:
+            self.replace_guest(f"to confirm seed {seq.seed}'s minimal sequence on a fresh guest")
         confirm = self.replay(res.sequence, "confirm")
-        confirmed = confirm.failed and confirm.kind == v.kind
+        confirmed = same_failure(v, confirm)
         shown = confirm if confirmed else before
         stem = self.s.out_dir / f"minimal-{seq.seed}"
         json_path, txt_path = stem.with_suffix(".json"), stem.with_suffix(".txt")
@@ -396,6 +432,9 @@ class Explorer:
             text += f"(shrinking stopped at its limit: {self.s.shrink_tries} replays or " \
                     f"{self.s.shrink_s:.0f}s; smaller may exist)\n"
         text += "steps: " + ("; ".join(res.steps) or "none") + "\n"
+        if v.trip is not None:
+            text += (f"confirmed on a fresh guest ({self.boots} fresh guests so far)\n"
+                     if confirmed else "")
         txt_path.write_text(text)
         return Finding(k, seq, v, res.sequence, shown, confirmed, res.tries, res.exhausted,
                        json_path, txt_path, text)
@@ -419,9 +458,21 @@ class Explorer:
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
                 break
+            if v.trip is not None:
+                result.trips.append({"k": k, "seed": seq.seed, **v.trip.to_dict()})
+            hang = known_hang(v.trip, self.s.kernel_release, self.s.upstream) \
+                if v.trip is not None else None
+            if self.dead:           # nothing can replace a guest that tripped
+                result.no_result.append((seq.seed, replace(
+                    v, why=f"{v.why} (no fresh guest could follow: {self.dead})")))
+                break
             if v.failed:
                 sig = signature(seq, v)
-                if sig in self.s.known:
+                if hang is not None:
+                    result.known += 1
+                    result.runs[-1]["known"] = hang.id
+                    self.avoid(v.trip.op_kind, hang, seq.seed, result)
+                elif sig in self.s.known:
                     result.known += 1
                     result.runs[-1]["known"] = self.s.known[sig].label()
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as a known "
@@ -437,11 +488,24 @@ class Explorer:
                         break
             k += 1
             self._save(result, t0)
+        result.boots = self.boots
         self._save(result, t0)
         return result
 
+    def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult) -> None:
+        """Generate no more ``op``: its hang is ``finding`` on this kernel."""
+        if op not in self.choices.ops:
+            return
+        self.choices = replace(self.choices, ops=tuple(o for o in self.choices.ops if o != op))
+        why = (f"{op} hangs on this kernel ({self.s.kernel_release or '?'}): known upstream "
+               f"finding {finding.id}")
+        result.avoided.append({"op": op, "seed": seed, "finding": finding.id, "why": why})
+        self.log(f"explore: sequence seed {seed}: {why}; {op} avoided from now on "
+                 f"(as --explore-avoid {op})")
+
     def _save(self, result: ExploreResult, t0: float) -> None:
         result.replays, result.elapsed_s = self.replays, self.clock() - t0
+        result.boots = self.boots
         (self.s.out_dir / "summary.json").write_text(json.dumps(result.summary(), indent=1,
                                                                 default=str) + "\n")
 
@@ -451,10 +515,12 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
             configure: Callable[[Sequence], None] = lambda seq: None,
             clock: Callable[[], float] = time.monotonic,
             log: Callable[[str], None] = print, declare: Declare | None = None,
-            zfs: GuestZfs | None = None, zvols: ZvolMaker | None = None) -> ExploreResult:
-    """Explore until the budget is spent or a finding is made (and shrunk)."""
+            zfs: GuestZfs | None = None, zvols: ZvolMaker | None = None,
+            renew: Renew | None = None) -> ExploreResult:
+    """Explore until the budget is spent or the findings asked for are made (and
+    shrunk); ``renew`` boots a fresh guest after one the kernel took down."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log,
-                    declare, zfs, zvols).run(master_seed, budget)
+                    declare, zfs, zvols, renew).run(master_seed, budget)
 
 
 class Conditions:

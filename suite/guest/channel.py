@@ -229,6 +229,25 @@ class Background:
         r = self._ex.result()
         return r.stdout, r.stderr
 
+    def poll(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the command to end; True once it has. As
+        :meth:`wait`, GuestError (KernelTripped) as soon as the guest is known to be
+        dead or its kernel reported a dead thread."""
+        self._thread.join(max(0.0, seconds))
+        if self._thread.is_alive():
+            self._guest.check_alive(self._ex)
+            return False
+        return True
+
+    def result(self) -> CmdResult:
+        """What it printed so far, its status once it has ended (``rc`` None
+        before; ``lost`` is :attr:`lost`)."""
+        return self._ex.result()
+
+    @property
+    def lost(self) -> bool:
+        return self._ex.lost
+
     def wait(self, timeout: float, check: bool = False) -> CmdResult:
         """Wait for the command to end; GuestError if it is still running after
         ``timeout``, or as soon as the guest is known to have gone silent."""

@@ -36,6 +36,11 @@ class UpstreamFinding:
     # The upstream commit that fixes it: the finding is known only for a build whose
     # source lacks that commit (a series whose base predates the fix).
     fixed_by: str = ""
+    # Explore: ops whose hang is this finding (``hang`` trips in them), on kernels
+    # older than ``linux_before`` (e.g. "6.5"; empty: every kernel). Explore avoids
+    # such an op from its first hang on (suite/explore/crashes/avoid.py).
+    explore_hangs: tuple[str, ...] = ()
+    linux_before: str = ""
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -63,7 +68,8 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     data = tomllib.loads(path.read_text())
     return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
                             f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
-                            f.get("fixed_by", ""))
+                            f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
+                            f.get("linux_before", ""))
             for f in data.get("findings", [])]
 
 

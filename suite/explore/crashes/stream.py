@@ -1,0 +1,153 @@
+"""``explore-run`` in the guest, watched op by op.
+
+The engine prints ``begin`` before each op and ``op`` after it, flushed; this
+runner reads them as they come (the command runs in the background and is
+polled), so when the run is cut short the op in flight is known. Three ways a
+run is cut short become a :class:`~.trip.Trip` in the run's output, not an
+exception:
+
+- the kernel reports a dead thread (the guest's tripwire: a failed VERIFY, a
+  PANIC, an Oops, a BUG): the report's lines from the case's console;
+- the guest goes away (qemu exits, SSH dies, no heartbeat);
+- no progress (:mod:`.pace`): the stacks of the engine's tasks and of every
+  task in D state are kept, the command is killed, and the guest is kept only
+  if nothing is left in D state and it still answers.
+
+A guest that tripped is not fit: the session asks for a fresh one
+(:mod:`.fresh`) before it runs anything else.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from suite.casekit.engine import REMOTE_DIR, parse_lines, upload
+from suite.errors import GuestError, KernelTripped
+from suite.explore.crashes.pace import Pace, Progress
+from suite.explore.crashes.trip import InFlight, Trip, kernel_trip
+from suite.explore.session import RunOutput
+from suite.guest.evidence import DSTATE_SCRIPT
+
+POLL_S = 1.0
+# The engine's tasks (the resident server's forked children run its code): state,
+# where each waits, its kernel stack.
+ENGINE_STACKS = r"""
+for p in $(pgrep -f 'suite[.]ioengine'); do
+  for t in /proc/$p/task/*; do
+    st=$(sed -n 's/^State:\s*//p' "$t/status" 2>/dev/null)
+    echo "--- pid ${t##*/} ($(cat "$t/comm" 2>/dev/null)) state=$st wchan=$(cat "$t/wchan" 2>/dev/null) ---"
+    cat "$t/stack" 2>/dev/null
+  done
+done
+true
+"""
+Console = Callable[[], list[Any]]       # the case's console findings so far (CaseWatch.seen)
+
+
+class StreamingRunner:
+    """Runs sequences through ``engine`` (the case's ``EngineRunner``), on the
+    session's :class:`Pace`; ``console`` gives the case's console findings (for a
+    trip's report lines); ``evidence`` is where a hang's stacks go."""
+
+    def __init__(self, engine: Any, pace: Pace | None = None, console: Console | None = None,
+                 evidence: Path | None = None, clock: Callable[[], float] = time.monotonic):
+        self.engine = engine
+        self.pace = pace or Pace(scale=engine.scale)
+        self.console, self.evidence, self.clock = console, evidence, clock
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
+                     extra: Iterable[str] = ()) -> RunOutput:
+        guest, scale = self.engine.guest, self.engine.scale
+        out = seq_file.with_name(seq_file.name.replace(".seq.json", ".results.jsonl"))
+        seen_before = len(self.console()) if self.console else 0
+        t0 = self.clock()
+        try:
+            upload(guest, seq_file, f"{REMOTE_DIR}/{seq_file.name}", scale)
+            bg = guest.background(self.engine.command(
+                "explore-run", f"{REMOTE_DIR}/{seq_file.name}", "--file", target, *extra),
+                timeout=30 * scale)
+        except GuestError as e:
+            return self._tripped(e, [], out, seen_before, t0)
+        progress = Progress(self.pace, t0)
+        deadline = t0 + timeout_s * scale
+        lines: list[dict[str, Any]] = []
+        try:
+            while not bg.poll(POLL_S):
+                lines = parse_lines(bg.result().stdout)
+                now = self.clock()
+                progress.see(lines, now)
+                quiet = progress.stalled(now)
+                if quiet is not None or now > deadline:
+                    trip = self._hang(bg, lines, quiet if quiet is not None else now - t0,
+                                      seq_file.name, t0)
+                    out.write_text(bg.result().stdout)
+                    return RunOutput(parse_lines(bg.result().stdout), None,
+                                     bg.result().stderr, trip)
+        except GuestError as e:
+            lines = parse_lines(bg.result().stdout)
+            return self._tripped(e, lines, out, seen_before, t0, bg.result().stdout)
+        r = bg.result()
+        out.write_text(r.stdout)
+        lines = parse_lines(r.stdout)
+        progress.see(lines, self.clock())
+        if bg.lost:             # the channel closed with no status: a guest gone, or a kill
+            if not guest.answers():
+                return self._tripped(GuestError("the guest went away while the sequence "
+                                                "ran"), lines, out, seen_before, t0, r.stdout)
+        return RunOutput(lines, r.rc, r.stderr)
+
+    def _tripped(self, e: GuestError, lines: list[dict[str, Any]], out: Path, seen_before: int,
+                 t0: float, stdout: str = "") -> RunOutput:
+        """The run's output when the kernel or the guest cut it short."""
+        out.write_text(stdout)
+        op = InFlight.of(lines).op()
+        secs = self.clock() - t0
+        report = [f for f in (self.console() if self.console else [])[seen_before:]
+                  if getattr(f, "severity", "") in ("fatal", "error")]
+        if report:
+            trip = kernel_trip(report[0], op, secs)
+        elif isinstance(e, KernelTripped):
+            trip = Trip("kernel:trip", e.what.split(" while running:")[0][:300], op[0], op[1],
+                        (e.what,), False, secs)
+        else:
+            trip = Trip("guest-lost", e.what[:300], op[0], op[1], (e.what,), False, secs)
+        return RunOutput(lines, None, str(e), trip)
+
+    def _hang(self, bg: Any, lines: list[dict[str, Any]], quiet: float, name: str,
+              t0: float) -> Trip:
+        """No progress: keep the stacks, kill the command, see what is left."""
+        guest, scale = self.engine.guest, self.engine.scale
+        op, kind = InFlight.of(lines).op()
+        stacks = ""
+        try:
+            stacks = guest.run(ENGINE_STACKS + DSTATE_SCRIPT, timeout=30 * scale,
+                               check=False, log=False).stdout
+        except GuestError:
+            pass
+        for sig in ("TERM", "KILL"):
+            try:
+                bg.signal(sig)
+                bg.poll(5 * scale)
+            except GuestError:
+                break
+            if bg.result().rc is not None or bg.lost:
+                break
+        fit = False
+        try:
+            left = guest.run(DSTATE_SCRIPT, timeout=30 * scale, check=False, log=False).stdout
+            fit = (bg.result().rc is not None or bg.lost) and "state=D" not in left
+        except GuestError:
+            pass
+        where = ""
+        if self.evidence is not None:
+            d = self.evidence / name.replace(".seq.json", "")
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "stacks.txt").write_text(stacks)
+            where = str(d)
+        what = f"{kind or 'setup'}" if op is not None else "the setup"
+        head = (f"no progress for {quiet:.0f}s in op {op} ({what}); allowance "
+                f"{self.pace.allowance_s(op is not None):.0f}s (x{self.pace.factor:g} the "
+                f"slowest op, {self.pace.slowest_s:.1f}s)")
+        return Trip("hang", head, op, kind, tuple(stacks.splitlines()), fit,
+                    self.clock() - t0, where)

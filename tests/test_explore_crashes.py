@@ -1,0 +1,208 @@
+"""Explore's crashes: a sequence that trips the kernel, a hang, a lost guest.
+
+A fake executor stands in for the guest: its "kernel" dies on the first
+``evict`` that follows a ``truncate`` (the shape of the dbuf_whichblock panic of
+POSIX_FADV_DONTNEED on a grown one-block file), and a dead guest runs nothing
+until the session asks for a fresh one. The shrinker must find those two ops on
+fresh guests, exploring must go on after it, a repeat of the same panic must be
+counted and not shrunk again, and a known hang must make its op avoided."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suite.explore.crashes.avoid import known_hang, older
+from suite.explore.crashes.pace import Pace, Progress
+from suite.explore.crashes.trip import InFlight, Trip, frames, kernel_trip, normalize
+from suite.explore.gen import Choices, generate, sequence_seed
+from suite.explore.ops import Sequence
+from suite.explore.session import Explorer, Fresh, RunOutput, Settings, parse_budget, signature
+from suite.report.upstream import UpstreamFinding
+from suite.vm.console import Finding
+
+PANIC = "VERIFY3U(offset, <, dn->dn_datablksz) failed (12288 < 12288)"
+STACK = ("Call Trace:", " <TASK>", " dump_stack_lvl+0x45/0x60",
+         " spl_panic+0xfc/0x120 [spl]", " dbuf_whichblock+0x1a7/0x1b0 [zfs]",
+         " dmu_evict_range+0x7d/0x1c0 [zfs]", " zpl_fadvise+0x1ef/0x280 [zfs]",
+         " ksys_fadvise64_64+0x9b/0xc0")
+
+
+def ok_line(i: int, op: str) -> dict[str, Any]:
+    return {"event": "op", "i": i, "op": op, "ok": True, "outcome": "ok", "ms": 5.0}
+
+
+@dataclass
+class FakeKernel:
+    """One guest: runs sequences by the rule above; dead after it tripped."""
+    n: int
+    log: list[str]
+    dead: bool = False
+    ran: list[int] = field(default_factory=list)     # sequence lengths run here
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
+                     extra=()) -> RunOutput:
+        seq = json.loads(seq_file.read_text())
+        if self.dead:
+            self.log.append(f"guest {self.n} used after it died")
+            return RunOutput([], None, "", Trip("guest-lost", "ssh: connection refused"))
+        self.ran.append(len(seq["ops"]))
+        lines: list[dict[str, Any]] = []
+        truncated = False
+        for i, op in enumerate(seq["ops"]):
+            lines.append({"event": "begin", "i": i, "op": op["op"]})
+            if op["op"] == "evict" and truncated:
+                self.dead = True
+                f = Finding("spl_panic", "error", f"[  123.456] {PANIC}", 7, STACK)
+                return RunOutput(lines, None, "", kernel_trip(f, InFlight.of(lines).op(), 8.0))
+            truncated = truncated or op["op"] == "truncate"
+            lines.append(ok_line(i, op["op"]))
+        lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+        return RunOutput(lines, 0, "")
+
+
+class Fleet:
+    """Fresh guests on demand (``renew``), each a FakeKernel."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.guests = [FakeKernel(0, self.log)]
+
+    def renew(self, why: str) -> Fresh:
+        self.log += [] if self.guests[-1].dead or why.startswith("to confirm") else \
+            [f"a fresh guest asked for, the last still alive: {why}"]
+        self.guests.append(FakeKernel(len(self.guests), self.log))
+        return Fresh(self.guests[-1], lambda seq: None)
+
+
+def tripping_seed(n_ops: int = 40) -> int:
+    """A master seed whose first sequence has an evict after a truncate."""
+    for seed in range(1, 500):
+        ops = [o.op for o in generate(sequence_seed(seed, 0), n_ops, "file", 3 << 20,
+                                      Choices()).ops]
+        if "truncate" in ops and "evict" in ops[ops.index("truncate"):]:
+            return seed
+    raise AssertionError("no seed draws an evict after a truncate")
+
+
+def settings(tmp_path: Path, **kw) -> Settings:
+    return Settings(str(tmp_path), tmp_path / "engine", tmp_path / "explore", **kw)
+
+
+def test_the_shrinker_finds_the_op_that_kills_the_kernel_and_the_one_it_needs(tmp_path: Path):
+    fleet = Fleet()
+    seed = tripping_seed()
+    ex = Explorer(fleet.guests[0], settings(tmp_path, max_findings=1), Choices(),
+                  log=lambda _: None, renew=fleet.renew)
+    res = ex.run(seed, parse_budget("1x"))
+    assert len(res.findings) == 1 and not fleet.log, fleet.log
+    f = res.findings[0]
+    assert [o.op for o in f.minimal.ops] == ["truncate", "evict"], f.minimal.render()
+    assert f.kind == "kernel:spl_panic" and f.confirmed
+    assert f.minimal_verdict.failed_at == 1 and f.minimal_verdict.trip.op_kind == "evict"
+    # every candidate that tripped took its guest with it: a fresh one each time, and
+    # the confirming replay ran on a fresh guest
+    assert res.boots == len(fleet.guests) - 1 >= 2
+    assert fleet.guests[-1].ran == [2] or fleet.guests[-2].ran[-1:] == [2]
+    assert "dbuf_whichblock" in f.text and "in flight: op 1 (evict)" in f.text
+    assert "confirmed on a fresh guest" in f.text
+    summary = json.loads((tmp_path / "explore" / "summary.json").read_text())
+    assert summary["boots"] == res.boots and summary["trips"][0]["op_kind"] == "evict"
+    assert summary["findings"][0]["ops"] == 2 and summary["findings"][0]["trip"]["kind"] == \
+        "kernel:spl_panic"
+
+
+def test_exploring_goes_on_after_a_trip_and_counts_the_same_panic_once(tmp_path: Path):
+    fleet = Fleet()
+    ex = Explorer(fleet.guests[0], settings(tmp_path, max_findings=3, shrink_s=0),
+                  Choices(), log=lambda _: None, renew=fleet.renew)
+    res = ex.run(tripping_seed(), parse_budget("12x"))
+    assert len(res.runs) == 12, "a trip must not end the exploration"
+    tripped = [r for r in res.runs if r["kind"] == "kernel:spl_panic"]
+    assert len(tripped) >= 2 and len(res.findings) == 1
+    assert all(r.get("repeat_of") == res.findings[0].original.seed for r in tripped[1:])
+    assert not fleet.log, fleet.log
+
+
+def test_without_a_fresh_guest_the_session_stops_and_says_why(tmp_path: Path):
+    guest = FakeKernel(0, [])
+    ex = Explorer(guest, settings(tmp_path), Choices(), log=lambda _: None)
+    res = ex.run(tripping_seed(), parse_budget("5x"))
+    assert len(res.runs) == 1 and not res.findings and ex.dead
+    assert "no fresh guest could follow" in res.no_result[0][1].why
+
+
+def test_trip_signatures_ignore_numbers_and_keep_the_functions():
+    f1 = Finding("spl_panic", "error", f"[ 12.3] {PANIC}", 1, STACK)
+    f2 = Finding("spl_panic", "error", "[ 99.1] VERIFY3U(offset, <, dn->dn_datablksz) failed "
+                 "(131072 < 131072)", 1, STACK)
+    a, b = kernel_trip(f1, (3, "evict")), kernel_trip(f2, (9, "evict"))
+    assert a.signature() == b.signature()
+    assert a.signature()[1] == normalize(PANIC) and "N < N" in a.signature()[1]
+    assert frames(STACK, 2) == ("dbuf_whichblock", "dmu_evict_range")
+    other = kernel_trip(Finding("oops", "error", "BUG: unable to handle page fault", 1, STACK),
+                        (3, "evict"))
+    assert other.signature() != a.signature()
+    assert Trip("hang", "no progress", 4, "splice").signature() == ("hang", "splice")
+    assert Trip.from_dict(a.to_dict()) == a
+
+
+def test_the_op_in_flight_is_the_last_begun_and_not_finished():
+    lines = [{"event": "begin", "i": 0, "op": "truncate"}, ok_line(0, "truncate"),
+             {"event": "begin", "i": 1, "op": "evict"}]
+    assert InFlight.of(lines).op() == (1, "evict")
+    assert InFlight.of(lines[:2]).op() == (None, "")
+
+
+def test_a_hang_is_several_times_the_slowest_op_scaled_and_setup_has_its_own():
+    pace = Pace(scale=6.0, factor=8.0, floor_s=15.0, setup_s=120.0)
+    p = Progress(pace, last_line_at=0.0)
+    assert p.stalled(600.0) is None and p.stalled(721.0) == 721.0     # before any op
+    p.see([{"event": "begin", "i": 0, "op": "pwrite"}], 10.0)
+    assert pace.allowance_s(True) == 90.0          # the floor, scaled for TCG
+    assert p.stalled(99.0) is None and p.stalled(101.0) == pytest.approx(91.0)
+    p.see([{"event": "begin", "i": 0, "op": "pwrite"},
+           {"event": "op", "i": 0, "op": "pwrite", "ms": 20000.0}], 30.0)
+    assert pace.slowest_s == 20.0 and pace.allowance_s(True) == 160.0
+    assert p.stalled(180.0) is None and p.stalled(191.0) is not None
+
+
+def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: Path):
+    splice = UpstreamFinding("sendfile-from-direct-always-moves-nothing", "t", (), ("hang",),
+                             explore_hangs=("splice", "sendfile"), linux_before="6.5")
+    hang = Trip("hang", "no progress for 95s in op 12 (splice)", 12, "splice", (), True)
+    assert known_hang(hang, "6.1.0-57-amd64", [splice]) is splice
+    assert known_hang(hang, "6.12.95+deb12-amd64", [splice]) is None
+    assert known_hang(Trip("hang", "x", 1, "pwrite"), "6.1.0", [splice]) is None
+    assert older("6.1.0-57-amd64", "6.5") and not older("weird", "6.5")
+
+    class Hangs:
+        """A guest whose splice never returns (killable: the guest stays fit)."""
+        def __init__(self) -> None:
+            self.spliced = 0
+
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            ops = json.loads(seq_file.read_text())["ops"]
+            lines = []
+            for i, op in enumerate(ops):
+                lines.append({"event": "begin", "i": i, "op": op["op"]})
+                if op["op"] == "splice":
+                    self.spliced += 1
+                    return RunOutput(lines, None, "", Trip("hang", "no progress", i, "splice",
+                                                           (), True))
+                lines.append(ok_line(i, op["op"]))
+            lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+            return RunOutput(lines, 0, "")
+
+    guest = Hangs()
+    ex = Explorer(guest, settings(tmp_path, kernel_release="6.1.0-57-amd64",
+                                  upstream=[splice]), Choices(), log=lambda _: None)
+    res = ex.run(1, parse_budget("30x"))
+    assert guest.spliced == 1, "splice drawn again after its known hang"
+    assert res.avoided and res.avoided[0]["op"] == "splice" and not res.findings
+    assert res.known == 1 and len(res.runs) == 30 and "splice" not in ex.choices.ops
+    assert signature(Sequence.from_json(json.dumps({"seed": 1, "ops": []})),
+                     ex.last[next(iter(ex.last))]) is not None
