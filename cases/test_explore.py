@@ -36,8 +36,9 @@ from suite.explore.crashes.pace import Pace
 from suite.explore.crashes.stream import StreamingRunner
 from suite.explore.known import read_known
 from suite.explore.ops import OP_KINDS, Sequence
-from suite.explore.session import (Budget, Conditions, Settings, dataset_props, explore,
-                                   parse_budget)
+from suite.explore.budget import Budget, parse_budget
+from suite.explore.conditions import Conditions, dataset_props
+from suite.explore.session import Settings, explore
 from suite.explore.targets import NoZvols, choices_for
 from suite.explore.zvol import GuestZvols
 from suite.report import upstream

@@ -13,7 +13,8 @@ import pytest
 from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
 from suite.explore.crashes.stream import StreamingRunner
-from suite.explore.session import Conditions, Explorer, Settings, dataset_props
+from suite.explore.conditions import Conditions, dataset_props
+from suite.explore.session import Explorer, Settings
 from suite.explore.targets import NoZvols, param_table
 from suite.explore.zvol import GuestZvols
 

@@ -223,7 +223,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def _budget(text: str) -> str:
-    from suite.explore.session import budget_arg
+    from suite.explore.budget import budget_arg
     return budget_arg(text)
 
 

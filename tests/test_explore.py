@@ -23,8 +23,9 @@ from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text
 from suite.explore.ops import (BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, TRANSFER_OPS, WRITES,
                                ZFS_OPS, Op, Sequence)
-from suite.explore.session import (Budget, Conditions, Explorer, GuestZfs, LocalRunner, Settings,
-                                   budget_arg, explore, parse_budget)
+from suite.explore.budget import Budget, budget_arg, parse_budget
+from suite.explore.conditions import Conditions, GuestZfs
+from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.judges.expect import Leaves
 from suite.explore.shrink import shrink, simpler
 from suite.ioengine import explore_ops
@@ -986,7 +987,8 @@ def test_the_guest_runner_sends_the_sequence_and_keeps_the_output(tmp_path: Path
         def put(self, local, remote):
             calls.append(("put", str(local), remote))
 
-        def background(self, cmd, timeout):
+        def background(self, cmd, timeout, waited=False):
+            assert waited, "a watched run is a foreground step of the command log"
             calls.append(("background", cmd))
             self.bg = Bg(cmd)
             return self.bg

@@ -12,7 +12,8 @@ import pytest
 
 from suite.explore.gen import Choices, sequence_seed
 from suite.explore.ops import Sequence
-from suite.explore.session import Explorer, RunOutput, Settings, parse_budget
+from suite.explore.budget import parse_budget
+from suite.explore.session import Explorer, RunOutput, Settings
 from suite.report import explorebugs, knownbugs
 from suite.report.explorebugs import ExploreAt, ExplorePlan, read_explore_at, read_session
 from suite.report.symptoms import CaseVerdict, Symptom, SymptomSpec

@@ -20,7 +20,8 @@ from suite.explore.crashes.pace import Pace, Progress
 from suite.explore.crashes.trip import InFlight, Trip, frames, kernel_trip, normalize
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.ops import Sequence
-from suite.explore.session import Explorer, Fresh, RunOutput, Settings, parse_budget, signature
+from suite.explore.budget import parse_budget
+from suite.explore.session import Explorer, Fresh, RunOutput, Settings, signature
 from suite.report.upstream import UpstreamFinding
 from suite.vm.console import Finding
 

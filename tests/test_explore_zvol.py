@@ -27,7 +27,8 @@ from suite.errors import GuestError
 from suite.explore.gen import (BLOCK_OPS, OP_WEIGHTS, ZVOL_PROP_CHOICES, Choices, generate,
                                sequence_seed, size_of)
 from suite.explore.ops import IO_OPS, WRITES, Sequence
-from suite.explore.session import Explorer, LocalRunner, Settings, explore, parse_budget
+from suite.explore.budget import parse_budget
+from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.explore.targets import NoZvols, choices_for
 from suite.explore.zvol import GuestZvols
 from suite.ioengine import explore_ops

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from suite import paths
 from suite.build.pipeline import BUILD_OPTIONS
-from suite.explore.session import Budget, parse_budget
+from suite.explore.budget import Budget, parse_budget
 from suite.report.sessions import SESSION_TIMEOUT, load_verdicts, run_cases
 from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict
 

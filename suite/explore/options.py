@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from suite.explore.session import budget_arg
+from suite.explore.budget import budget_arg
 
 
 def add_explore_options(addoption: Callable[..., Any]) -> None:

@@ -23,10 +23,7 @@ those judges still call a checksum error, a data error or anything else a findin
 """
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import shlex
 import subprocess
 import sys
 import time
@@ -42,47 +39,8 @@ from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
-
-_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|x)?\s*$")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long to explore: ``seconds`` of wall clock, or a number of ``sequences``."""
-    seconds: float | None = None
-    sequences: int | None = None
-
-    def allows(self, done: int, elapsed_s: float) -> bool:
-        if self.sequences is not None:
-            return done < self.sequences
-        return elapsed_s < (self.seconds or 0.0)
-
-    def __str__(self) -> str:
-        return f"{self.sequences}x" if self.sequences is not None else f"{self.seconds:g}s"
-
-    def explore_s(self, per_sequence_s: float) -> float:
-        """The exploring part's length, before any shrinking."""
-        return self.sequences * per_sequence_s if self.sequences is not None \
-            else float(self.seconds or 0.0)
-
-
-def parse_budget(text: str) -> Budget:
-    """``15m``, ``90s``, ``1h``, ``600`` (seconds) or ``20x`` (20 sequences)."""
-    m = _BUDGET.match(str(text))
-    if not m or float(m.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"budget {text!r}: give a time (90s, 15m, 1h) or a number of sequences (20x)")
-    n, unit = float(m.group(1)), m.group(2) or "s"
-    if unit == "x":
-        return Budget(sequences=max(1, int(n)))
-    return Budget(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
-
-
-def budget_arg(text: str) -> str:
-    """argparse/pytest option type: the text itself, once it parses (an option's
-    value must stay a string: xdist sends the options to its workers as data)."""
-    parse_budget(text)
-    return str(text)
+from suite.explore.budget import Budget
+from suite.explore.conditions import Conditions, GuestZfs
 
 
 @dataclass
@@ -96,35 +54,6 @@ class RunOutput:
 class SequenceRunner(Protocol):
     def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
                      extra: Iterable[str] = ()) -> RunOutput: ...
-
-
-@dataclass(frozen=True)
-class GuestZfs:
-    """What the guest engine needs for the ZFS ops: the dataset the targets live
-    on, the build's ``zfs`` and ``zpool`` programs and the library directory
-    they need. Given as plain paths (``--zfs-cmd PATH``), so a reproducer's
-    translation of the build's commands to bare ``zfs``/``zpool`` applies."""
-    dataset: str
-    zfs: str
-    zpool: str
-    libdir: str | None = None
-
-    @classmethod
-    def from_commands(cls, dataset: str, zfs_cmd: str, zpool_cmd: str) -> "GuestZfs":
-        """From ``Zfs.cmd()``'s shell prefixes, ``[LD_LIBRARY_PATH=DIR ]PROGRAM``."""
-        (zfs, zlib), (zpool, plib) = _program(zfs_cmd), _program(zpool_cmd)
-        return cls(dataset, zfs, zpool, zlib or plib)
-
-    def engine_args(self) -> list[str]:
-        return ["--zfs-dataset", self.dataset, "--zfs-cmd", self.zfs, "--zpool-cmd", self.zpool,
-                *(["--zfs-libdir", self.libdir] if self.libdir else [])]
-
-
-def _program(cmd: str) -> tuple[str, str | None]:
-    """(program, LD_LIBRARY_PATH or None) of a shell prefix ``[NAME=VALUE ...] PROGRAM``."""
-    words = shlex.split(cmd)
-    env = dict(w.split("=", 1) for w in words[:-1] if "=" in w)
-    return words[-1], env.get("LD_LIBRARY_PATH")
 
 
 class LocalRunner:
@@ -521,39 +450,3 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
     shrunk); ``renew`` boots a fresh guest after one the kernel took down."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log,
                     declare, zfs, zvols, renew).run(master_seed, budget)
-
-
-class Conditions:
-    """Puts a sequence's dataset properties and module parameters in place (only
-    those that change; the case's fixture restores the parameters afterwards).
-    A zvol target's properties are the zvol's own: the session gives none here."""
-
-    def __init__(self, zfs_guest: Any, dataset: Any) -> None:
-        self.zfs, self.dataset = zfs_guest, dataset
-        self.props: dict[str, str] = {}
-        self.params: dict[str, int] = {}
-
-    def __call__(self, seq: Sequence) -> None:
-        changed = {k: v for k, v in sorted(seq.props.items()) if self.props.get(k) != v}
-        if changed:         # one command: each costs seconds on a TCG guest
-            self.zfs.zfs("set", *(f"{k}={v}" for k, v in changed.items()), self.dataset.name)
-            self.props.update(changed)
-        for k, v in sorted(seq.params.items()):
-            if self.params.get(k) != v:
-                self.zfs.set_param(k, v)
-                self.params[k] = v
-
-    def declare(self, why: str, ereports: set[str]) -> None:
-        """What the sequences' ops may leave, for the case's after-case judges."""
-        self.zfs.leaves.add(why, ereports=ereports)
-
-    def guest_zfs(self) -> GuestZfs:
-        """The dataset and the build's commands, for the engine's ZFS ops."""
-        return GuestZfs.from_commands(self.dataset.name, self.zfs.cmd("zfs"),
-                                      self.zfs.cmd("zpool"))
-
-
-def dataset_props(zfs_guest: Any, name: str) -> set[str]:
-    """The properties this build's datasets have."""
-    r = zfs_guest.zfs("get", "-H", "-o", "property", "all", name, check=False)
-    return set(r.stdout.split())

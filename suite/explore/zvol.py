@@ -3,7 +3,7 @@ the case's dataset with :func:`suite.casekit.zvol.create_zvol` (``zfs create
 -V``, then the ``/dev/zdN`` that answers to its name: ``python -m
 suite.ioengine zvol-dev``, :mod:`suite.ioengine.blockdev`), destroyed with
 ``zfs destroy``. Which properties a zvol of the build has is asked of a probe
-zvol made first (``zfs get all`` of it: :func:`suite.explore.session.dataset_props`),
+zvol made first (``zfs get all`` of it: :func:`suite.explore.conditions.dataset_props`),
 which also proves the build makes zvols at all.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from suite.casekit.zvol import Zvol, create_zvol, quiet_udev, settle
 from suite.errors import GuestError, SuiteError
-from suite.explore.session import dataset_props
+from suite.explore.conditions import dataset_props
 from suite.explore.targets import NoZvols
 
 if TYPE_CHECKING:

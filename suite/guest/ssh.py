@@ -377,9 +377,12 @@ class Guest:
         err.result = r  # type: ignore[attr-defined]
         raise err
 
-    def background(self, cmd: str, timeout: float = 30.0) -> Background:
-        """Start ``cmd`` and return at once; the Background collects output until it exits."""
-        self._log_start(cmd, tag="background")
+    def background(self, cmd: str, timeout: float = 30.0, waited: bool = False) -> Background:
+        """Start ``cmd`` and return at once; the Background collects output until it
+        exits. ``waited``: the caller polls it to its end before it runs anything
+        else (a command watched as it goes), so the command log and a reproducer
+        show it as a foreground step."""
+        self._log_start(cmd, tag="" if waited else "background")
         return Background(self, self._open(cmd, timeout))
 
     def signal_pid(self, pid: int, sig: str | int = "TERM", group: bool = True, timeout: float = 15.0) -> None:

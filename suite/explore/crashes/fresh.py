@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite.casekit.engine import EngineRunner
-from suite.explore.session import Conditions, Fresh, SequenceRunner
+from suite.explore.conditions import Conditions
+from suite.explore.session import Fresh, SequenceRunner
 from suite.explore.zvol import GuestZvols
 from suite.guest.lifecycle import Guests, tripwire
 from suite.vm.console import ConsoleWatcher

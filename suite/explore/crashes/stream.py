@@ -66,7 +66,7 @@ class StreamingRunner:
             upload(guest, seq_file, f"{REMOTE_DIR}/{seq_file.name}", scale)
             bg = guest.background(self.engine.command(
                 "explore-run", f"{REMOTE_DIR}/{seq_file.name}", "--file", target, *extra),
-                timeout=30 * scale)
+                timeout=30 * scale, waited=True)
         except GuestError as e:
             return self._tripped(e, [], out, seen_before, t0)
         progress = Progress(self.pace, t0)
