@@ -24,6 +24,7 @@ from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
+import suite.plugin.expected as expected
 from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, GUEST_CPUS, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
@@ -84,6 +85,7 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
     except SuiteError as e:
         pytest.fail(f"no OpenZFS build under test, so nothing can be tested:\n{e}",
                     pytrace=False)
+    run_ctx.config.stash[expected.BUILD_COMMIT] = str(record.source.get("commit") or "")
     out = run_ctx.run_dir / "build"
     out.mkdir(exist_ok=True)
     (out / f"record-{record.key}.json").write_text(record.to_json())

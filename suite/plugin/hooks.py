@@ -12,7 +12,6 @@ Besides the reports, the hooks keep every verdict honest:
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -28,6 +27,7 @@ from suite.build.pipeline import add_build_options
 from suite.explore.options import add_explore_options
 from suite.plugin.shards import hand_on_case_times, take_case_times
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
+import suite.plugin.expected as expected
 from suite.report.repro import write_reproducer
 from suite.report.symptoms import CaseVerdict, Symptom
 from suite.vm import cpus
@@ -102,6 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
     add_explore_options(g.addoption)
+    expected.add_options(g.addoption)
 
 
 def _run_label(config: pytest.Config) -> str:
@@ -218,19 +219,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     deselected = session.config.stash.get(_DESELECTED, 0)
     paths.write_json(session.config.stash[RUN_DIR] / WORKER_COLLECTION,
                      {"collected": len(session.items) + deselected, "deselected": deselected})
-
-
-def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int]:
-    """(collected, deselected): the terminal's, or under xdist the workers'."""
-    n = getattr(terminalreporter, "_numcollected", None)
-    deselected = len(terminalreporter.stats.get("deselected", []))
-    if not n and config.pluginmanager.hasplugin("dsession"):
-        try:
-            w = json.loads((config.stash[RUN_DIR] / WORKER_COLLECTION).read_text())
-            return int(w["collected"]), int(w["deselected"])
-        except (OSError, ValueError, KeyError):
-            pass
-    return n, deselected
 
 
 def pytest_configure_node(node) -> None:  # xdist: the controller hands on its run dir, times
@@ -350,10 +338,15 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
                                                 else teardown)
     else:
         outcome = "passed"
-    v = CaseVerdict(item.nodeid, outcome, list(getattr(item, "ozfs_symptoms", [])), reason)
+    symptoms = list(getattr(item, "ozfs_symptoms", []))
+    if outcome in ("passed", "failed"):
+        e = expected.judge(item, outcome == "failed", [str(s) for s in symptoms])
+        if e is not None:
+            outcome, reason = e.outcome, e.reason[:300]
+    v = CaseVerdict(item.nodeid, outcome, symptoms, reason)
     d = case_dir_of(item.config, item.nodeid)
     (d / "verdict.json").write_text(v.to_json() + "\n")
-    if outcome == "failed":
+    if outcome in ("failed", "xfailed"):
         try:
             sh = write_reproducer(d, item.nodeid, v)
         except (OSError, ValueError) as e:
@@ -385,7 +378,8 @@ class _VerdictCount:
             return
         if report.when == "setup":
             self.cases += 1
-        if report.when == "call" and (report.passed or report.failed):
+        if report.when == "call" and (report.passed or report.failed
+                                      or hasattr(report, "wasxfail")):
             self.verdicts += 1
 
     @pytest.hookimpl(trylast=True)
@@ -419,82 +413,3 @@ def add_section(item: pytest.Item, title: str, text: str) -> None:
     if not hasattr(item, "ozfs_sections"):
         item.ozfs_sections = []  # type: ignore[attr-defined]
     item.ozfs_sections.append((title, text))  # type: ignore[attr-defined]
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if getattr(config, "workerinput", None) is not None:
-        return
-    run_dir = config.stash.get(RUN_DIR, None)
-    if run_dir is None or not run_dir.exists():
-        return
-    tables = sorted((run_dir / "tables").glob("*.txt")) if (run_dir / "tables").exists() else []
-    if tables:
-        terminalreporter.section("ozfs-vmci tables")
-        for t in tables:
-            terminalreporter.write_line(t.read_text().rstrip())
-            terminalreporter.write_line("")
-    evidence = sorted(run_dir.glob("cases/*/evidence/summary.txt"))
-    if evidence:
-        terminalreporter.section("ozfs-vmci guest evidence")
-        for ev in evidence:
-            terminalreporter.write_line(f"[{ev.parent.parent.name}]")
-            terminalreporter.write_line(ev.read_text().rstrip())
-            terminalreporter.write_line("")
-    from suite.plugin.shards import record_durations
-    from suite.report import phases
-    rows = phases.collect(run_dir)
-    record_durations({r["nodeid"]: sum(v for k, v in r.items() if k in phases.ORDER)
-                      for r in rows if "nodeid" in r})
-    spent = phases.summarize(rows)
-    if spent:
-        terminalreporter.section("ozfs-vmci where the time went")
-        terminalreporter.write_line(spent)
-        (run_dir / "phases.txt").write_text(spent + "\n")
-    terminalreporter.write_line(f"ozfs-vmci results: {run_dir}")
-    if (run_dir / "coverage" / "gcda").is_dir():    # a gcov build's guests left counters
-        from suite.coverage.lane import after_session
-        for line in after_session(run_dir):
-            terminalreporter.write_line(line)
-    _write_report(config, terminalreporter, run_dir)
-
-
-def _selection(config: pytest.Config, terminalreporter) -> str:
-    """What this run selected, for its report (``selection.json``)."""
-    from suite.report.page.kinds import selection_record
-    tier = config.pluginmanager.get_plugin("ozfs-vmci-tier")
-    resolved = getattr(tier, "resolved", None)
-    opt = config.getoption
-    build = [*(f"--series {s}" for s in opt("series") or []),
-             *(f"--{k.replace('_', '-')} {opt(k)}" for k in ("zfs_ref", "zfs_source", "kernel")
-               if opt(k))]
-    started = getattr(terminalreporter, "_sessionstarttime", None)
-    collected, deselected = _collected(config, terminalreporter)
-    return selection_record(
-        collected=collected, deselected=deselected,
-        k=opt("keyword"), m=opt("markexpr"), shard=opt("shard"),
-        accel=opt("accel") if opt("accel") != "auto" else None,
-        tier=f"{resolved[0]}: {resolved[1]}" if resolved else opt("tier"),
-        trials=opt("trials") or f"default ({_default_trials()})", build=" ".join(build),
-        seconds=round(time.time() - started, 1) if started else None)
-
-
-def _write_report(config: pytest.Config, terminalreporter, run_dir: Path) -> None:
-    """report.html and summary.md in the run's folder (``suite/report/page``), the same
-    page ``python -m suite report`` renders; the summary also goes to the step summary
-    of a CI job, unless this is an inner session of a gate or ``suite bugs`` (their
-    own report says it). A report that cannot be written never fails the run."""
-    from suite.report import page
-    try:
-        (run_dir / "selection.json").write_text(_selection(config, terminalreporter))
-        xml = getattr(config.option, "xmlpath", None)
-        p = page.kinds.plain(run_dir, junit=Path(xml) if xml else None)
-        html, md = page.write(p, run_dir, with_junit=False)
-    except Exception as e:                          # noqa: BLE001  (reported, not raised)
-        terminalreporter.write_line(f"ozfs-vmci: the report could not be written: "
-                                    f"{type(e).__name__}: {e}", yellow=True)
-        return
-    terminalreporter.write_line(f"ozfs-vmci report: {html} ({page.verdict_line(p)})")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and not os.environ.get(INNER_SESSION):
-        with open(summary, "a") as f:
-            f.write(md.read_text())

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict, Symptom, SymptomSpec
+from suite.report.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug
 
 SUMMARY = "cases/*/explore/summary.json"          # under a run folder
@@ -149,7 +149,7 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
                      for x in real if x.kind not in shown]
     if out.failures:
         return out
-    if v.outcome == "passed" and not s.get("no_result"):
+    if v.outcome in PASSED and not s.get("no_result"):
         return out
     odd = [str(x) for x in v.symptoms] or [f"no-result: seed {n.get('seed')}: {n.get('why', '')}"
                                            for n in s.get("no_result") or []]

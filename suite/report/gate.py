@@ -34,7 +34,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report.sessions import load_verdicts, run_cases
-from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict
+from suite.report.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict
 
 CLASSES = ("regression", "inconclusive", "flaky", "fixed", "still failing",
            "not applicable on base", "unchanged pass")
@@ -46,7 +46,7 @@ def state(v: CaseVerdict | None) -> tuple[str, str]:
     """(pass | fail | skip | feature-skip | inconclusive | missing, why) of one side."""
     if v is None:
         return "missing", "no verdict.json (the session did not reach the case)"
-    if v.outcome == "passed":
+    if v.outcome in PASSED:
         return "pass", ""
     if v.outcome == "skipped":
         return ("feature-skip" if any(s in v.reason for s in FEATURE_SKIP) else "skip"), v.reason

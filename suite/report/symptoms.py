@@ -110,11 +110,16 @@ def stack_functions(frames: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+PASSED = ("passed", "xpassed")          # outcomes of a case that ran and passed
+
+
 @dataclass
 class CaseVerdict:
-    """What one case came to: written as ``verdict.json`` in its folder."""
+    """What one case came to: written as ``verdict.json`` in its folder. ``xfailed``:
+    it failed by a known upstream finding's symptoms alone (the reason names it);
+    ``xpassed``: a case a known finding names passed (suite/plugin/expected.py)."""
     nodeid: str
-    outcome: str                        # passed | failed | error | skipped
+    outcome: str                        # passed | failed | error | skipped | xfailed | xpassed
     symptoms: list[Symptom] = field(default_factory=list)
     reason: str = ""                    # skip reason, or the first line of the failure
 
@@ -173,7 +178,7 @@ class SymptomSpec:
 
 def judge_case(spec: SymptomSpec, v: CaseVerdict) -> tuple[str, str]:
     """('caught'|'passed'|'skipped'|'inconclusive', why) for one targeted case."""
-    if v.outcome == "passed":
+    if v.outcome in PASSED:
         return "passed", ""
     if v.outcome == "skipped":
         return "skipped", v.reason

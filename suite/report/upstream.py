@@ -154,10 +154,12 @@ def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None,
     ``lacks`` tells which fixed findings still stand for the run's builds."""
     findings = applying(load() if findings is None else findings, lacks)
     for c in cases:
-        if c.status != "fail":
+        if c.status not in ("fail", "known"):
             continue
         found = covering(c.nodeid, c.symptoms, findings)
         if found:
             c.known = "+".join(f.id for f in found)
+            if c.status == "known":         # xfail: its reason names the finding already
+                continue
             said = "; ".join(f"{f.id} ({f.seen}; {f.where})" for f in found)
             c.why = f"known upstream finding {said}: {c.why}"

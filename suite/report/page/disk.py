@@ -244,6 +244,10 @@ def fill_from_folder(case: Case, folder: Path, side: str, label_side: bool) -> N
 
 def case_from_verdict(v: CaseVerdict, folder: Path, side: str = "", group: str = "") -> Case:
     status, why = status_of(v)
+    if v.outcome == "xfailed":              # its known upstream finding: not a red run
+        status, why = "known", v.reason
+    elif v.outcome == "xpassed":
+        why = v.reason
     phases = read_json(folder / "phases.json")
     secs = sum(float(x) for k, x in phases.items() if k in phase_report.ORDER
                and isinstance(x, (int, float))) if isinstance(phases, dict) else 0.0

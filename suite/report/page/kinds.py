@@ -77,7 +77,20 @@ def run_verdict(cases: list[Case], problems: list[str]) -> Verdict:
     if not any(c.status in ("pass", "flaky", "known") for c in cases):
         return Verdict("inconclusive", f"none of {len(cases)} case(s) ran to a verdict",
                        [f"all skipped: {describe_counts(cases)}"])
-    return Verdict("pass", describe_counts(cases))
+    return Verdict("pass", describe_counts(cases) + known_note(cases),
+                   [f"{c.nodeid}: {c.label}: {c.why}" for c in cases
+                    if c.status == "known" or c.label == "xpassed"])
+
+
+def known_note(cases: list[Case]) -> str:
+    """What a passing run's headline adds: its known upstream findings (xfail), and
+    the cases a finding names that passed (XPASS: fixed upstream?)."""
+    known = sorted({c.known or "?" for c in cases if c.status == "known"})
+    xpass = [c for c in cases if c.label == "xpassed"]
+    out = f"; {len(known)} known upstream findings (xfail): {', '.join(known)}" if known else ""
+    if xpass:
+        out += f"; {len(xpass)} XPASS (fixed upstream? retire the finding)"
+    return out
 
 
 # -- plain runs ---------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""Known upstream findings as pytest's expected failures.
+
+A case that fails only by the symptoms of a known upstream finding
+(``patches/upstream/findings.toml``: its cases, kinds, signature, and ``fixed_by``
+against the build's source) is reported as **xfail**, with the finding's id and
+title as the reason: in the terminal, in JUnit (a ``skipped`` testcase of type
+``pytest.xfail``, which GitHub and JUnit viewers show as an expected failure), in
+its ``verdict.json`` (outcome ``xfailed``) and so in summary.md, report.html and
+the exit code. A case a finding names that passes is **XPASS** ("fixed upstream?
+retire the finding"). ``--strict-known`` keeps them failures.
+
+The symptoms are complete only after the case's teardown (the guest is judged
+there), when pytest has made the call's report but not yet logged it: the
+reports of a case are made with ``log=False``, re-labelled, then logged, as
+pytest-rerunfailures does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from _pytest.runner import runtestprotocol
+
+from suite.report import upstream
+
+BUILD_COMMIT = pytest.StashKey[str]()            # the source commit of the build under test
+_FINDINGS = pytest.StashKey[list]()
+
+
+def add_options(addoption) -> None:
+    addoption("--strict-known", action="store_true",
+              help="a case that fails only by a known upstream finding's symptoms stays a "
+                   "failure (default: xfail, with the finding's id and title)")
+
+
+@dataclass(frozen=True)
+class Expected:
+    outcome: str                    # xfailed | xpassed
+    reason: str
+    ids: tuple[str, ...]
+
+
+def findings(config: pytest.Config) -> list[upstream.UpstreamFinding]:
+    """The findings that stand for this session's build (read once)."""
+    if _FINDINGS not in config.stash:
+        commit = config.stash.get(BUILD_COMMIT, "")
+        lacks = upstream.git_lacks([commit]) if commit else None
+        config.stash[_FINDINGS] = upstream.applying(upstream.load(), lacks)
+    return config.stash[_FINDINGS]
+
+
+def reason(found: list[upstream.UpstreamFinding]) -> str:
+    return "known upstream finding " + "; ".join(f"{f.id}: {f.title}" for f in found)
+
+
+def can_pass_unseen(f: upstream.UpstreamFinding) -> bool:
+    """A finding whose only symptom is a lockdep report passes on every kernel
+    without lockdep: its case passing there says nothing about a fix."""
+    return all(k == "kernel:lockdep" for k in f.kinds)
+
+
+def expected(nodeid: str, failed: bool, symptoms: list[str],
+             standing: list[upstream.UpstreamFinding]) -> Expected | None:
+    """What a case of this outcome and these symptoms is, given the standing
+    findings: xfailed (failed by their symptoms alone), xpassed (passed, and a
+    finding names it outright), or None (an ordinary pass or failure)."""
+    if failed:
+        found = upstream.covering(nodeid, symptoms, standing)
+        return Expected("xfailed", reason(found), tuple(f.id for f in found)) if found else None
+    test = nodeid.rsplit("::", 1)[-1]
+    named = [f for f in standing if test in f.cases and not can_pass_unseen(f)]
+    if not named:
+        return None
+    return Expected("xpassed", "fixed upstream? retire the finding: " + reason(named),
+                    tuple(f.id for f in named))
+
+
+def judge(item: pytest.Item, failed: bool, symptoms: list[str]) -> Expected | None:
+    """The case's expected outcome (kept on the item for its reports), unless
+    ``--strict-known``."""
+    if item.config.getoption("strict_known", False):
+        return None
+    e = expected(item.nodeid, failed, symptoms, findings(item.config))
+    item.ozfs_expected = e          # type: ignore[attr-defined]
+    return e
+
+
+def relabel(reports: list[pytest.TestReport], e: Expected) -> None:
+    """The case's reports as pytest's xfail/XPASS: the call carries ``wasxfail``;
+    an xfailed case's failing teardown (the guest judged after it) is the same
+    failure, shown with the call's."""
+    call = next((r for r in reports if r.when == "call"), None)
+    if call is None:
+        return
+    call.wasxfail = e.reason        # type: ignore[attr-defined]
+    if e.outcome == "xpassed":
+        return
+    call.outcome = "skipped"
+    for r in reports:
+        if r.when == "teardown" and r.failed:
+            call.sections.append(("teardown (part of the expected failure)",
+                                  getattr(r, "longreprtext", "")))
+            r.outcome, r.longrepr = "passed", None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    # Any item: one that is no case of the build's is logged as pytest would have.
+    if item.config.getoption("strict_known", False):
+        return None
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    e = getattr(item, "ozfs_expected", None)
+    if e is not None:
+        relabel(reports, e)
+    for rep in reports:
+        ihook.pytest_runtest_logreport(report=rep)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
