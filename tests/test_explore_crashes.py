@@ -156,6 +156,13 @@ def test_the_op_in_flight_is_the_last_begun_and_not_finished():
              {"event": "begin", "i": 1, "op": "evict"}]
     assert InFlight.of(lines).op() == (1, "evict")
     assert InFlight.of(lines[:2]).op() == (None, "")
+    setup = [{"event": "setup", "what": "create /p/x.bin, write 12288 bytes, fsync, "
+              "POSIX_FADV_DONTNEED"}]
+    assert InFlight.of(setup).op() == (None, "setup: create /p/x.bin, write 12288 bytes, "
+                                             "fsync, POSIX_FADV_DONTNEED")
+    assert InFlight.of(setup + lines[:2]).op() == (None, ""), "past the setup, between ops"
+    trip = Trip("kernel:spl_panic", PANIC, *InFlight.of(setup).op())
+    assert "in the target's setup: create /p/x.bin" in trip.label()
 
 
 def test_a_hang_is_several_times_the_slowest_op_scaled_and_setup_has_its_own():

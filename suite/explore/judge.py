@@ -109,8 +109,8 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
                                                else "did NOT fail again (flaky?)"))
     if verdict.trip is not None:
         t = verdict.trip
-        lines.append(f"in flight: " + (f"op {t.op} ({t.op_kind})" if t.op is not None
-                                       else "no op yet (the target's setup)") +
+        lines.append("in flight: " + (f"op {t.op} ({t.op_kind})" if t.op is not None
+                                      else f"no op yet: the target's {t.op_kind or 'setup'}") +
                      f", {t.seconds:.0f}s into the run; the guest "
                      + ("was kept" if t.guest_fit else "was replaced by a fresh one"))
         shown = [ln for ln in t.lines if ln.strip()][:40]

@@ -14,6 +14,7 @@ sequence's pattern; a block device (``--blockdev``) is written over that window.
 Ops are the functions of :data:`suite.ioengine.explore_ops.OPS`; a write lays
 down ``pattern("<seed>:w<data>")`` at its offset, so the bytes of every op
 depend on the sequence alone. Output, one JSON line each, flushed:
+``{"event": "setup", "what": ...}`` before the target is made and filled, and
 ``{"event": "begin", "i": N, "op": ...}`` before op N (if the kernel dies
 under it, the host still knows which op was in flight), ``{"event": "op", "i":
 N, "op": ..., "ok": ..., "outcome": ..., "kind": ..., "why": ...}`` after it,
@@ -118,6 +119,9 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
+    # Said before it runs, like each op: a kernel that dies in the setup is named there.
+    emit({"event": "setup", "what": f"create {path}, write {len(init)} bytes, fsync, "
+          "POSIX_FADV_DONTNEED"})
     try:
         target = Target(path, scratch, blockdev, timeout_s)
         lay_down(target, init)

@@ -75,6 +75,7 @@ class Trip:
 
     def label(self) -> str:
         at = f" in op {self.op} ({self.op_kind})" if self.op is not None else \
+            f" in the target's {self.op_kind}" if self.op_kind.startswith("setup") else \
             " before the first op"
         return f"{self.kind}{at}: {self.headline}"
 
@@ -97,6 +98,7 @@ class InFlight:
     """Which op the engine announced last and has not finished, from its lines."""
     begun: dict[int, str] = field(default_factory=dict)     # op index -> op kind
     done: set[int] = field(default_factory=set)
+    setup: str = ""                     # what the engine said its setup does, once begun
 
     @classmethod
     def of(cls, lines: Iterable[dict[str, Any]]) -> "InFlight":
@@ -106,12 +108,16 @@ class InFlight:
                 f.begun[ln["i"]] = str(ln.get("op", ""))
             elif ln.get("event") == "op" and isinstance(ln.get("i"), int):
                 f.done.add(ln["i"])
+            elif ln.get("event") == "setup":
+                f.setup = str(ln.get("what", ""))
         return f
 
     def op(self) -> tuple[int | None, str]:
+        """(index, kind) of the op in flight; before any op, (None, "setup: <what>")
+        once the engine said it began its setup, else (None, "")."""
         open_ = [i for i in self.begun if i not in self.done]
         if not open_:
-            return None, ""
+            return None, (f"setup: {self.setup}" if self.setup and not self.begun else "")
         i = max(open_)
         return i, self.begun[i]
 
