@@ -128,6 +128,29 @@ def test_exploring_goes_on_after_a_trip_and_counts_the_same_panic_once(tmp_path:
     assert not fleet.log, fleet.log
 
 
+def test_a_kernel_that_dies_in_the_setup_is_shrunk_to_no_op_at_all(tmp_path: Path):
+    class SetupPanics(FakeKernel):
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            if self.dead:
+                self.log.append("used after it died")
+            self.dead = True
+            lines = [{"event": "setup", "what": "create x, write 12288 bytes, fsync, "
+                      "POSIX_FADV_DONTNEED"}]
+            f = Finding("spl_panic", "error", PANIC, 7, STACK)
+            return RunOutput(lines, None, "", kernel_trip(f, InFlight.of(lines).op()))
+
+    fleet = Fleet()
+    fleet.guests = [SetupPanics(0, fleet.log)]
+    fleet.renew = lambda why: (fleet.guests.append(SetupPanics(len(fleet.guests), fleet.log))
+                               or Fresh(fleet.guests[-1], lambda seq: None))
+    ex = Explorer(fleet.guests[0], settings(tmp_path), Choices(), log=lambda _: None,
+                  renew=fleet.renew)
+    f = ex.run(1, parse_budget("1x")).findings[0]
+    assert f.minimal.ops == () and f.confirmed and not fleet.log
+    assert "the setup alone fails: 40 -> 0 ops" in f.text
+    assert "no op yet: the target's setup: create x" in f.text
+
+
 def test_without_a_fresh_guest_the_session_stops_and_says_why(tmp_path: Path):
     guest = FakeKernel(0, [])
     ex = Explorer(guest, settings(tmp_path), Choices(), log=lambda _: None)

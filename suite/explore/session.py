@@ -343,7 +343,9 @@ class Explorer:
         def still_fails(c: Sequence) -> bool:
             return same_failure(v, self.replay(c, "shrink"))
 
-        res = shrink(seq, still_fails, self.s.shrink_tries, failed_at=v.failed_at,
+        # A run the kernel cut short before its first op: no op may be needed at all.
+        at = -1 if v.trip is not None and v.failed_at is None else v.failed_at
+        res = shrink(seq, still_fails, self.s.shrink_tries, failed_at=at,
                      should_stop=lambda: self.clock() > stop_at or bool(self.dead))
         before = self.last.get(res.sequence.key(), v)     # its last failing run
         if v.trip is not None and not self.fresh:

@@ -149,14 +149,16 @@ def shrink(seq: Sequence, still_fails: Callable[[Sequence], bool],
            max_tries: int = DEFAULT_TRIES, failed_at: int | None = None,
            should_stop: Callable[[], bool] | None = None) -> ShrinkResult:
     """The smallest sequence found that still fails. ``failed_at``: the op that
-    failed (the ops after it are cut first, with one try)."""
+    failed (the ops after it are cut first, with one try); -1: the run failed
+    before its first op (the target's setup), so no op at all is tried first."""
     test = _Tester(still_fails, max_tries, should_stop)
     steps: list[str] = []
     if failed_at is not None and failed_at + 1 < len(seq.ops):
         cut = seq.with_ops(seq.ops[:failed_at + 1])
         if test(cut):
             steps.append(f"cut after the failing op {failed_at}: {len(seq.ops)} -> "
-                         f"{len(cut.ops)} ops")
+                         f"{len(cut.ops)} ops" if failed_at >= 0 else
+                         f"the setup alone fails: {len(seq.ops)} -> 0 ops")
             seq = cut
     while not test.exhausted:
         before = seq.key()
