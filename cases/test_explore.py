@@ -7,7 +7,7 @@ an offset inside a page, a shared file mapping, a huge page), mmap reads and
 writes, truncate up and down, punch-hole and zero-range, copy_file_range,
 fsync/fdatasync/syncfs, and a verify that reads the whole file through
 O_DIRECT, buffered and mmap. Every read is checked against a byte model of the
-file (``suite/ioengine/explore.py``). Each sequence runs under its own dataset
+file (``suite/ioengine/explore/``). Each sequence runs under its own dataset
 properties (recordsize, compression, checksum, direct, sync, primarycache) and
 module parameters (``zfs_dio_strict``, ``zfs_async_dio_enabled``, where the
 build has them).

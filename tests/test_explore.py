@@ -28,7 +28,7 @@ from suite.explore.conditions import Conditions, GuestZfs
 from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.judges.expect import Leaves
 from suite.explore.shrink import shrink, simpler
-from suite.ioengine import explore_ops
+from suite.ioengine.explore import ops as explore_ops
 from suite.report.symptoms import CaseVerdict, Symptom
 
 REPO = Path(__file__).resolve().parent.parent
@@ -432,7 +432,7 @@ def test_a_file_changed_behind_the_model_fails_at_the_first_read_of_it(ddir: Pat
 
 
 def test_verify_tells_paths_that_disagree_from_bytes_all_wrong(monkeypatch, tmp_path: Path):
-    from suite.ioengine.explore_io import Target
+    from suite.ioengine.explore.requests import Target
     t = Target(str(tmp_path / "f.bin"), str(tmp_path / "f"), False, 5.0)
     os.write(t.fd, b"abcd")
     ctx = explore_ops.Ctx(t, explore_ops.Model(b"abcd"), 1, b"")
@@ -483,7 +483,7 @@ def test_racing_writes_land_one_pattern_or_the_other_and_become_the_model(ddir: 
 
 
 def test_landed_allows_any_byte_of_either_content_and_old_only_when_refused():
-    from suite.ioengine.explore_race import landed
+    from suite.ioengine.explore.race import landed
     a, b, old = bytes([1]) * 8192, bytes([2]) * 8192, bytes([3]) * 8192
     mixed = a[:4096] + b[:100] + a[:3996]
     land = landed(mixed, {"first": a, "second": b}, 1000)
@@ -497,7 +497,7 @@ def test_landed_allows_any_byte_of_either_content_and_old_only_when_refused():
 
 
 def _racing_ctx(tmp_path: Path, content: bytes):
-    from suite.ioengine.explore_io import Target
+    from suite.ioengine.explore.requests import Target
     t = Target(str(tmp_path / "r.bin"), str(tmp_path / "r"), False, 5.0)
     os.write(t.fd, content)
     return explore_ops.Ctx(t, explore_ops.Model(content), 8, b"")
@@ -601,7 +601,7 @@ def _fixed_queue(fds: list[int]):
 
 def test_io_uring_fixed_issues_fixed_opcodes_on_registered_files_and_buffers(ddir: Path):
     from suite.ioengine import queues, queues_fixed
-    from suite.ioengine.explore_io import IoBuffer
+    from suite.ioengine.explore.requests import IoBuffer
     f = ddir / "fixed.bin"
     fd = os.open(f, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     dfd = os.open(f, os.O_RDWR | os.O_DIRECT)
@@ -701,7 +701,7 @@ def test_a_clone_the_filesystem_declines_leaves_the_model_alone(ddir: Path):
 def test_a_clone_lands_the_source_declines_with_einval_and_fails_otherwise(monkeypatch,
                                                                            tmp_path: Path):
     import errno
-    from suite.ioengine.explore_io import Target
+    from suite.ioengine.explore.requests import Target
     t = Target(str(tmp_path / "c.bin"), str(tmp_path / "c"), False, 5.0)
     source = bytes(range(256)) * 1024
     ctx = explore_ops.Ctx(t, explore_ops.Model(b""), 1, source)

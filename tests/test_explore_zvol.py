@@ -31,7 +31,7 @@ from suite.explore.budget import parse_budget
 from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.explore.targets import NoZvols, choices_for
 from suite.explore.zvol import GuestZvols
-from suite.ioengine import explore_ops
+from suite.ioengine.explore import ops as explore_ops
 
 REPO = Path(__file__).resolve().parent.parent
 KIB = 1 << 10
@@ -410,7 +410,7 @@ def test_the_engine_runs_a_zvol_by_name_as_a_block_device(ddir: Path):
 def test_eio_from_a_racing_write_to_a_block_device_is_a_finding(monkeypatch, tmp_path: Path):
     """A zvol retries a Direct I/O write whose buffer changed through the ARC
     (zvol-dio's dio-write-error-not-retried fix); a file may refuse it with EIO."""
-    from suite.ioengine.explore_io import Target
+    from suite.ioengine.explore.requests import Target
     dev = tmp_path / "dev.img"
     dev.write_bytes(bytes(16384))
     t = Target(str(dev), str(tmp_path / "s"), True, 5.0)

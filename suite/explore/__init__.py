@@ -8,6 +8,6 @@ to a verdict), ``session`` (generate, run in the guest, shrink a failure, save
 it), ``targets`` (each run's fresh file, or fresh zvol: ``--target zvol``),
 ``zvol`` (zvols made in the guest), ``lane`` (``python -m suite explore``: the
 inner pytest session). The
-guest side is ``suite/ioengine/explore.py`` (``python -m suite.ioengine
+guest side is ``suite/ioengine/explore/`` (``python -m suite.ioengine
 explore-run``).
 """

@@ -10,7 +10,7 @@ Modules: ``plan`` (requests and results), ``content`` (deterministic bytes, the
 file model), ``counters`` (kstats, module parameters), ``queues`` (buffers; sync,
 libaio, io_uring), ``trials`` (files and the ``run`` command), ``stress``
 (``hold``, ``flood``), ``barriers`` (``inflight``: writes in flight around a
-barrier; ``append``), ``explore`` with ``explore_ops`` and ``explore_io``
+barrier; ``append``), the ``explore`` package
 (``explore-run``: a sequence of ops on one file, every read checked against a
 byte model), ``cli``. Run in the guest as ``python -m suite.ioengine``.
 

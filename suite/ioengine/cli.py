@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from .barriers import add_commands as add_write_commands
 from .blockdev import add_commands as add_blockdev_commands
 from .counters import to_int
-from .explore import add_commands as add_explore_commands
+from .explore.run import add_commands as add_explore_commands
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .remap import add_commands as add_remap_commands
 from .refused import add_commands as add_refused_commands

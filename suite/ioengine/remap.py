@@ -24,7 +24,7 @@ from typing import Any
 
 from . import forked
 from .content import pattern
-from .explore_xfer import clone_range, copy_range
+from .explore.xfer import clone_range, copy_range
 from .plan import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 from .trials import emit, write_file
 

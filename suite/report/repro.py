@@ -94,8 +94,9 @@ def engine_zip() -> str:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("suite/__init__.py", "")
-        for p in sorted((paths.PROJECT_ROOT / "suite" / "ioengine").glob("*.py")):
-            z.write(p, f"suite/ioengine/{p.name}")
+        engine = paths.PROJECT_ROOT / "suite" / "ioengine"
+        for p in sorted(engine.rglob("*.py")):
+            z.write(p, f"suite/ioengine/{p.relative_to(engine).as_posix()}")
     return base64.b64encode(buf.getvalue()).decode()
 
 

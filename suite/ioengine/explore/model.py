@@ -20,12 +20,12 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .content import compare, pattern
-from .plan import errno_name
+from ..content import compare, pattern
+from ..plan import errno_name
 
 if TYPE_CHECKING:
-    from .explore_io import Target
-    from .explore_zfs import Snap, ZfsTools
+    from .requests import Target
+    from .zfs import Snap, ZfsTools
 
 
 class Model:

@@ -14,7 +14,7 @@ Buffer sources (``buf`` of an op):
 * ``hugepage``: an anonymous mmap with ``madvise(MADV_HUGEPAGE)``, the buffer
   2 MiB-aligned; where that is refused it is ``anon`` and says so (``used``);
 * ``racing``: anonymous memory like ``anon``, which another thread keeps
-  changing while the request is in flight (:mod:`.explore_race`);
+  changing while the request is in flight (:mod:`.race`);
 * ``holed``: anonymous memory like ``anon`` with one page in the middle of the
   buffer made ``PROT_NONE`` while the request runs (:meth:`IoBuffer.arm`): Direct
   I/O cannot pin it and a copy faults on it, so the request fails with EFAULT or
@@ -33,10 +33,10 @@ import os
 import time
 from typing import Any, Callable
 
-from .plan import CANARY, DIO_ALIGN, PAGE, Segment
-from .queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
+from ..plan import CANARY, DIO_ALIGN, PAGE, Segment
+from ..queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
                      make_queue, round_up, sys_)
-from .queues_fixed import FixedIoUringQueue, RegisterError
+from ..queues_fixed import FixedIoUringQueue, RegisterError
 
 HUGE = 2 << 20
 SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing", "holed")
@@ -130,7 +130,7 @@ def _hugepage(n: int, buf_off: int, shm_path: str) -> Region:
 
 
 def _racing(n: int, buf_off: int, shm_path: str) -> Region:
-    """Plain anonymous memory: what races is the op's :class:`~.explore_race.Racer`."""
+    """Plain anonymous memory: what races is the op's :class:`~.race.Racer`."""
     region = _anon(n, buf_off, shm_path)
     region.used = "racing"
     return region

@@ -11,7 +11,7 @@ xfstests' fsx: a sequence is data (JSON, written by ``suite.explore.gen``)::
 
 The target is created (truncated) and filled with ``init_size`` bytes of the
 sequence's pattern; a block device (``--blockdev``) is written over that window.
-Ops are the functions of :data:`suite.ioengine.explore_ops.OPS`; a write lays
+Ops are the functions of :data:`suite.ioengine.explore.step.OPS`; a write lays
 down ``pattern("<seed>:w<data>")`` at its offset, so the bytes of every op
 depend on the sequence alone. Output, one JSON line each, flushed:
 ``{"event": "setup", "what": ...}`` before the target is made and filled, and
@@ -28,7 +28,7 @@ the zvol got another minor), NAME's ``/dev/zdN`` is found by name and used.
 Exit: 0 every op ok, 1 an op failed, 2 the sequence cannot be read, 4 the
 target cannot be set up. A passing run removes its target and scratch files
 (``--keep`` keeps them); a failing one leaves them for inspection. Snapshots
-the run took (``--zfs-dataset``: see :mod:`.explore_zfs`) are destroyed either
+the run took (``--zfs-dataset``: see :mod:`.zfs`) are destroyed either
 way, unless ``--keep``: shrinking replays a sequence many times.
 """
 from __future__ import annotations
@@ -40,13 +40,15 @@ import stat
 import time
 from typing import Any
 
-from .blockdev import wait_zvol, zvol_name
-from .content import pattern
-from .explore_ops import OPS, SOURCE_OPS, Ctx, Model, Outcome, Step
-from .explore_zfs import ZfsTools, destroy_snapshots
-from .explore_io import Target
-from .plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
-from .trials import emit
+from ..blockdev import wait_zvol, zvol_name
+from ..content import pattern
+from .model import Ctx, Model, Outcome
+from .ops import OPS
+from .step import SOURCE_OPS, Step
+from .zfs import ZfsTools, destroy_snapshots
+from .requests import Target
+from ..plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
+from ..trials import emit
 
 EXIT_FINDING = 1
 DEFAULT_OP_TIMEOUT_S = 60.0

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .explore_model import Ctx, Model, Outcome, failed
+from .model import Ctx, Model, Outcome, failed
 
 if TYPE_CHECKING:
-    from .explore_ops import Step
+    from .step import Step
 
 
 @dataclass(frozen=True)

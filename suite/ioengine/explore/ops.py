@@ -1,11 +1,11 @@
 """Explore, the ops: one small function per op kind (registered in
 :data:`OPS`), the :class:`Step` each runs, and the rule each outcome is judged
-by (the outcomes, the byte model and the shared checks: :mod:`.explore_model`).
+by (the outcomes, the byte model and the shared checks: :mod:`.model`).
 Here: reads and writes through an interface (sync, libaio, io_uring, io_uring
 with registered files and buffers), the kernel moving the source file's bytes
 into the target (``copy_range``, ``clone_range``, ``sendfile``, ``splice``) and
-``verify``; the ops on the file itself are :mod:`.explore_file`, those that run
-the guest's ZFS commands :mod:`.explore_zfs`.
+``verify``; the ops on the file itself are :mod:`.file`, those that run
+the guest's ZFS commands :mod:`.zfs`.
 
 An op whose buffer races (``buf: "racing"``) says in its line which ereports it
 may leave (``leaves``), so the host declares them for the case's after-case
@@ -17,65 +17,18 @@ import contextlib
 import errno as errno_mod
 import mmap
 import os
-from dataclasses import dataclass, fields
 from typing import Any, Callable, ContextManager
 
-from .content import compare
-from .explore_file import (op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
+from ..content import compare
+from .file import (op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
                            op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
-from .explore_io import SOURCES, UNSUPPORTED, IoBuffer
-from .explore_model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
-from .explore_race import RACING_LEAVES, Racer, landed
-from .explore_xfer import clone_range, copy_range, sendfile_into, splice_into
-from .explore_zfs import op_rollback, op_snapshot, op_txg_sync
-from .plan import DIO_ALIGN, errno_name
-
-IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
-SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
-ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
-
-
-@dataclass(frozen=True)
-class Step:
-    """One op of a sequence, as the host's ``suite.explore.ops.Op`` writes it."""
-    op: str
-    iface: str = "sync"
-    direct: bool = False
-    off: int = 0
-    len: int = 0
-    size: int = 0
-    buf: str = "heap"
-    buf_off: int = 0
-    segs: int = 0
-    data: int = 0
-    src_off: int = 0
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Step":
-        known = {f.name for f in fields(cls)}
-        extra = sorted(set(d) - known)
-        if extra:
-            raise ValueError(f"op {d.get('op')!r} has unknown fields {extra}")
-        s = cls(**d)
-        if s.op not in OPS:
-            raise ValueError(f"unknown op {s.op!r} (known: {', '.join(OPS)})")
-        if s.iface not in IFACES or s.buf not in SOURCES:
-            raise ValueError(f"op {s.op!r}: iface must be one of {IFACES} and buf one of "
-                             f"{SOURCES}, not {s.iface!r} / {s.buf!r}")
-        if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
-            raise ValueError(f"op {s.op!r}: negative field in {d}")
-        return s
-
-    def may_leave(self) -> tuple[str, ...]:
-        """The ereports this op may leave with nothing wrong: those of a buffer
-        changed in flight (one definition for the engine's line and the host's
-        declaration)."""
-        if self.buf != "racing":
-            return ()
-        if self.op in ("pwrite", "pwritev"):
-            return RACING_LEAVES["write"]
-        return RACING_LEAVES["read"] if self.op in ("pread", "preadv") else ()
-
+from .requests import UNSUPPORTED, IoBuffer
+from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
+from .race import Racer, landed
+from .step import OPS, Step
+from .xfer import clone_range, copy_range, sendfile_into, splice_into
+from .zfs import op_rollback, op_snapshot, op_txg_sync
+from ..plan import DIO_ALIGN, errno_name
 
 def _direct_fd_missing(ctx: Ctx, s: Step) -> Outcome | None:
     if s.direct and ctx.target.dfd is None:
@@ -471,7 +424,7 @@ def op_verify(ctx: Ctx, s: Step) -> Outcome:
                   extra={"paths": notes})
 
 
-OPS: dict[str, Callable[[Ctx, Step], Outcome]] = {
+OPS.update({
     "pread": op_read, "preadv": op_read, "pwrite": op_write, "pwritev": op_write,
     "mmap_read": op_mmap_read, "mmap_write": op_mmap_write, "truncate": op_truncate,
     "punch_hole": op_punch_hole, "zero_range": op_zero_range, "copy_range": op_copy_range,
@@ -479,4 +432,4 @@ OPS: dict[str, Callable[[Ctx, Step], Outcome]] = {
     "snapshot": op_snapshot, "rollback": op_rollback, "txg_sync": op_txg_sync,
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper,
-}
+})

@@ -10,13 +10,13 @@ import mmap
 import os
 from typing import TYPE_CHECKING
 
-from .explore_io import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
+from .requests import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                          UNSUPPORTED, fallocate, syncfs)
-from .explore_model import Ctx, Outcome, check_bytes, error, size_mismatch
-from .plan import PAGE, errno_name
+from .model import Ctx, Outcome, check_bytes, error, size_mismatch
+from ..plan import PAGE, errno_name
 
 if TYPE_CHECKING:
-    from .explore_ops import Step
+    from .step import Step
 
 TAMPER_BYTE = 0x5A
 

@@ -1,0 +1,61 @@
+"""Explore, one op of a sequence as the guest reads it (:class:`Step`; the host's
+``suite.explore.ops.Op`` is the same record), the interfaces and op groups, and
+the registry of op functions (:data:`OPS`), filled by :mod:`.ops`. Apart from the
+ops themselves, so the modules of ops can name a step without importing the table
+that imports them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from .race import RACING_LEAVES
+from .requests import SOURCES
+
+# Every op function by name (``ops.py`` registers them; a step naming another is refused).
+OPS: dict[str, Callable[..., Any]] = {}
+
+IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
+SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
+ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op of a sequence, as the host's ``suite.explore.ops.Op`` writes it."""
+    op: str
+    iface: str = "sync"
+    direct: bool = False
+    off: int = 0
+    len: int = 0
+    size: int = 0
+    buf: str = "heap"
+    buf_off: int = 0
+    segs: int = 0
+    data: int = 0
+    src_off: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Step":
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ValueError(f"op {d.get('op')!r} has unknown fields {extra}")
+        s = cls(**d)
+        if s.op not in OPS:
+            raise ValueError(f"unknown op {s.op!r} (known: {', '.join(OPS)})")
+        if s.iface not in IFACES or s.buf not in SOURCES:
+            raise ValueError(f"op {s.op!r}: iface must be one of {IFACES} and buf one of "
+                             f"{SOURCES}, not {s.iface!r} / {s.buf!r}")
+        if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
+            raise ValueError(f"op {s.op!r}: negative field in {d}")
+        return s
+
+    def may_leave(self) -> tuple[str, ...]:
+        """The ereports this op may leave with nothing wrong: those of a buffer
+        changed in flight (one definition for the engine's line and the host's
+        declaration)."""
+        if self.buf != "racing":
+            return ()
+        if self.op in ("pwrite", "pwritev"):
+            return RACING_LEAVES["write"]
+        return RACING_LEAVES["read"] if self.op in ("pread", "preadv") else ()
