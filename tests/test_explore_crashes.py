@@ -149,6 +149,8 @@ def test_a_kernel_that_dies_in_the_setup_is_shrunk_to_no_op_at_all(tmp_path: Pat
     assert f.minimal.ops == () and f.confirmed and not fleet.log
     assert "the setup alone fails: 40 -> 0 ops" in f.text
     assert "no op yet: the target's setup: create x" in f.text
+    assert f.detail() == f"explore seed {f.original.seed}: kernel:spl_panic in the target's " \
+        f"setup: create x, write 12288 bytes, fsync, POSIX_FADV_DONTNEED: {PANIC}"
 
 
 def test_without_a_fresh_guest_the_session_stops_and_says_why(tmp_path: Path):

@@ -121,8 +121,10 @@ class Finding:
         """One line for the case's symptom (no word "trial": the reproducer's judge
         reads ``trial X:`` as an engine trial id)."""
         v = self.minimal_verdict
-        op = self.minimal.ops[v.failed_at].render() if v.failed_at is not None and \
-            v.failed_at < len(self.minimal.ops) else "?"
+        if v.failed_at is None or not 0 <= v.failed_at < len(self.minimal.ops):
+            where = v.trip.label() if v.trip is not None else f"no op: {v.why}"
+            return f"explore seed {self.original.seed}: {where}"[:300]
+        op = self.minimal.ops[v.failed_at].render()
         return (f"explore seed {self.original.seed} op {v.failed_at} ({op}): {v.why}")[:300]
 
 
