@@ -34,10 +34,11 @@ from suite.errors import SuiteError
 from suite.explore.crashes.fresh import FreshGuests
 from suite.explore.crashes.pace import Pace
 from suite.explore.crashes.stream import StreamingRunner
+from suite.explore import reach
 from suite.explore.known import read_known
 from suite.explore.ops import OP_KINDS, Sequence
 from suite.explore.budget import Budget, parse_budget
-from suite.explore.conditions import Conditions, dataset_props
+from suite.explore.conditions import Conditions, dataset_props, prepare_guest
 from suite.explore.session import Settings, explore
 from suite.explore.targets import NoZvols, choices_for
 from suite.explore.zvol import GuestZvols
@@ -104,6 +105,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
           f"{', '.join(choices.params) or 'none (the build has none of them)'}"
           + (f"; ops avoided: {', '.join(k for k in OP_KINDS if k not in choices.ops)}"
              if avoid else ""))
+    prepare_guest(zfs_guest)
     pace = Pace(scale=engine.scale)     # the slowest op so far, across fresh guests
 
     def runner(eng) -> StreamingRunner:
@@ -122,6 +124,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
               f"{t['headline'][:160]}")
     for a in result.avoided:
         print(f"explore: avoided from seed {a['seed']} on: {a['why']}")
+    table = reach.table(reach.from_runs(result.runs), reach.from_runs(result.runs, "executed"))
+    (settings.out_dir / "reach.txt").write_text(table + "\n")
+    print(table)
     print(f"explore: where the time went: {result.summary()['time_split']}")
     if settings.known:
         print(f"explore: {result.known} sequences failed as a known finding did (of "

@@ -13,7 +13,7 @@ import pytest
 from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
 from suite.explore.crashes.stream import StreamingRunner
-from suite.explore.conditions import Conditions, dataset_props
+from suite.explore.conditions import Conditions, dataset_props, prepare_guest
 from suite.explore.session import Explorer, Settings
 from suite.explore.targets import NoZvols, param_table
 from suite.explore.zvol import GuestZvols
@@ -46,6 +46,7 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests
                     f"cannot run as found")
     seq = replace(seq, params={k: v for k, v in seq.params.items()
                                if k in param_table(seq.target) and zfs_guest.has_param(k)})
+    prepare_guest(zfs_guest)
     g = guests.current
     stream = StreamingRunner(engine, console=g.watch.seen if g and g.watch else None,
                              evidence=case_dir / "explore" / "trips")

@@ -166,7 +166,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from suite.explore.lane import build_argv, run_lane
+    from suite.explore.lane import build_argv, print_draws, run_lane
+    if args.draws:
+        return print_draws(args.seed, args.draws, args.target)
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
                     findings=args.findings, shrink_s=args.shrink_time, known=args.known)
@@ -346,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                          "folder holding them (e.g. a run on the series' base or on "
                          "master); a failure with the signature of one is counted and "
                          "named, not shrunk (repeatable)")
+    ex.add_argument("--draws", type=_budget, default=None, metavar="Nx",
+                    help="build and run nothing: print the page origin x op and tunable "
+                         "table the seed's first N sequences draw (e.g. 20x), to choose a "
+                         "budget")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

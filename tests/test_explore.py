@@ -21,8 +21,8 @@ import pytest
 from suite.explore import lane
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text
-from suite.explore.ops import (BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, TRANSFER_OPS, WRITES,
-                               ZFS_OPS, Op, Sequence)
+from suite.explore.ops import (BUF_SOURCES, IFACES, IO_OPS, OP_KINDS, ORIGINS, TRANSFER_OPS,
+                               WRITES, ZFS_OPS, Op, Sequence)
 from suite.explore.budget import Budget, budget_arg, parse_budget
 from suite.explore.conditions import Conditions, GuestZfs
 from suite.explore.session import Explorer, LocalRunner, Settings, explore
@@ -77,7 +77,7 @@ def test_generated_sequences_stay_in_bounds_and_mix_shapes():
     direct = [o for o in ops if o.op in IO_OPS and o.direct]
     aligned = [o for o in direct if o.aligned]
     assert 0.4 < len(aligned) / len(direct) < 0.95        # both, on purpose
-    assert {o.buf for o in ops if o.op in IO_OPS} == set(BUF_SOURCES)
+    assert {o.buf for o in ops if o.op in IO_OPS} == set(BUF_SOURCES) | set(ORIGINS)
     assert {o.iface for o in ops if o.op in IO_OPS} == set(IFACES)
     racing = [o for o in ops if o.op in IO_OPS and o.buf == "racing"]
     assert 0.03 < len(racing) / len([o for o in ops if o.op in IO_OPS]) < 0.15   # a few

@@ -8,6 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from suite.explore.ops import Sequence
+from suite.ioengine.explore.origins import RESERVE_HUGEPAGES
+
+
+def prepare_guest(zfs_guest: Any) -> None:
+    """What a guest needs before sequences run in it: 2 MiB pages reserved for the
+    ``hugetlb`` page origin (a guest that cannot reserve them falls back to anon
+    memory, and the op says so)."""
+    zfs_guest.guest.run(RESERVE_HUGEPAGES, timeout=60, check=False)
 
 @dataclass(frozen=True)
 class GuestZfs:

@@ -25,8 +25,8 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, READS, TARGETS, WRITES, ZFS_OPS,
-                               Op, Sequence)
+from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
+                               ZFS_OPS, Op, Sequence)
 
 PAGE = 4096
 REC_128K = 128 << 10
@@ -41,6 +41,18 @@ PROP_CHOICES: dict[str, tuple[str, ...]] = {
 PARAM_CHOICES: dict[str, tuple[int, ...]] = {
     "zfs_dio_strict": (0, 1),
     "zfs_async_dio_enabled": (0, 1),
+}
+# Every other tunable that changes the Direct I/O path (where the build has it), drawn
+# from a generator of its own so a sequence's other draws stay what they were:
+# Direct I/O switched off (and so on, where a build ships it off), write verify off,
+# the async path's in-flight budget cut to 1 MiB (past it requests go synchronous).
+TUNABLE_CHOICES: dict[str, tuple[int, ...]] = {
+    "zfs_dio_enabled": (1, 1, 0),
+    "zfs_vdev_direct_write_verify": (1, 0),
+    "zfs_async_dio_max_inflight": (64 << 20, 1 << 20),
+}
+ZVOL_TUNABLE_CHOICES: dict[str, tuple[int, ...]] = {
+    "zfs_vdev_direct_write_verify": (1, 0),
 }
 OP_WEIGHTS: dict[str, int] = {
     "pread": 12, "preadv": 10, "pwrite": 12, "pwritev": 10, "mmap_read": 4,
@@ -88,6 +100,8 @@ class Choices:
     props: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(PROP_CHOICES))
     params: tuple[str, ...] = ()
     param_values: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(PARAM_CHOICES))
+    tunable_values: dict[str, tuple[int, ...]] = field(
+        default_factory=lambda: dict(TUNABLE_CHOICES))
     direct_share: float = 0.6        # of reads and writes, O_DIRECT
     misaligned_share: float = 0.3    # of reads and writes, misaligned on purpose
     # of reads and writes, a racing buffer: rare, since its bytes are not checked
@@ -108,6 +122,12 @@ class Choices:
     zvol_sync_share: float = 0.08
     # of zvol sequences, those whose zvol takes its I/O through blk-mq
     blk_mq_share: float = 1 / 3
+    # of reads and writes, a buffer from one of the page origins (memory never
+    # written, mappings of other files and of the target, hugetlb, memfds, userfaultfd,
+    # fork: suite/ioengine/explore/origins.py). Drawn from a generator of its own, so
+    # a sequence without them is the one it always was.
+    origins: tuple[str, ...] = ORIGINS
+    origin_share: float = 0.3
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -143,6 +163,7 @@ class _Gen:
         self.rng, self.limit, self.rec, self.ch = rng, limit, rec, ch
         self.rewrite_rng = random.Random(f"rewrite:{seed}")
         self.holed_rng = random.Random(f"holed:{seed}")
+        self.origin_rng = random.Random(f"origin:{seed}")
         self.writes: list[tuple[int, int, int]] = []     # (off, len, data) of each write
         self.size = 0
         self.token = 0
@@ -201,6 +222,8 @@ class _Gen:
             buf = "racing"
         elif "holed" in ch.bufs and self.holed_rng.random() < ch.holed_share:
             buf = "holed"
+        elif ch.origins and self.origin_rng.random() < ch.origin_share:
+            buf = self.origin_rng.choice(ch.origins)
         if "buf" in bad:
             buf = "anon_offset" if "anon_offset" in ch.bufs and r.random() < 0.7 else buf
             buf_off = r.choice(BUF_OFFSETS)
@@ -328,6 +351,7 @@ def _zvol_conditions(rng: random.Random, ch: Choices,
     props = _pick(rng, {k: tuple(v) for k, v in ch.vol_props.items()})
     params = _pick(rng, ch.vol_params)
     params[BLK_MQ_PARAM] = int(random.Random(f"blk-mq:{seed}").random() < ch.blk_mq_share)
+    params.update(_pick(random.Random(f"tunables:{seed}"), ZVOL_TUNABLE_CHOICES))
     keep = set(ch.vol_props if ch.vol_have is None else ch.vol_have) | {"volblocksize"}
     return ({k: v for k, v in props.items() if k in keep},
             {k: v for k, v in params.items() if k in ch.params})
@@ -350,6 +374,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         if target == "blockdev":
             props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
         params = _pick(rng, ch.param_values, tuple(ch.params))
+        params.update(_pick(random.Random(f"tunables:{seed}"), ch.tunable_values,
+                            tuple(ch.params)))
     g = _Gen(rng, file_size_max, _recordsize(props), ch, seed)
     if target in BLOCK_TARGETS:
         g.size = file_size_max

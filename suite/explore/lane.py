@@ -54,6 +54,25 @@ def classify(verdicts: dict[str, CaseVerdict], problem: str = "") -> tuple[int, 
         if v.outcome != "passed")
 
 
+def print_draws(seed: int, draws: str, target: str = "file") -> int:
+    """The reach table of the first N sequences of ``seed`` (every parameter and
+    property varied, as on a build that has them all); no guest."""
+    from suite.explore import reach
+    from suite.explore.gen import Choices, generate, sequence_seed
+    from suite.explore.targets import param_table
+    n = parse_budget(draws).sequences
+    if n is None:
+        print(f"--draws {draws}: give a number of sequences, e.g. 20x")
+        return 2
+    ch = Choices(params=tuple(sorted(param_table(target))), zfs_ops=target == "file")
+    r = reach.drawn(generate(sequence_seed(seed, k), 40, target, 3 << 20, ch) for k in range(n))
+    print(reach.table(r))
+    missing = r.missing()
+    print(f"not drawn in {n} sequences: {', '.join(missing)}" if missing
+          else f"every cell drawn in {n} sequences")
+    return 0
+
+
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
              results: Path | None = None, target: str = "file", findings: int = 1,
              shrink_s: float | None = None, known: list[str] | None = None) -> int:
@@ -80,5 +99,8 @@ def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[st
         print(f"\n--- {txt}\n{txt.read_text().rstrip()}")
     for summary in sorted(results.glob("*/cases/*/explore/summary.json")):
         print(f"summary: {summary}")
+        table = summary.with_name("reach.txt")
+        if table.exists():
+            print(table.read_text().rstrip())
     print(f"\nexplore: {why} (exit {code}; {secs:.0f}s; {results}, pytest.log there)")
     return code

@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 # One list of interfaces and buffer sources: the guest's, which parses them.
+from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
 from suite.ioengine.explore.step import IFACES, ZFS_OPS, Step
 
-__all__ = ["BUF_SOURCES", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")

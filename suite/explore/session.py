@@ -36,6 +36,7 @@ from suite.explore.crashes.avoid import known_hang
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
+from suite.explore.reach import run_cells, seq_cells, seq_tunables
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
@@ -266,6 +267,7 @@ class Explorer:
         self.targets = make_targets(settings.target, settings.workdir, zvols, log)
         self.choices = self.targets.choices(self.choices)
         self.replays = 0
+        self.last_lines: list[dict[str, Any]] = []
         self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
         self.last_timing: dict[str, float] = {}
         for d in (settings.seq_dir, settings.out_dir):
@@ -292,6 +294,7 @@ class Explorer:
         self.fresh = False
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
         self.last_timing = engine_timing(out.lines, self.clock() - t)
+        self.last_lines = out.lines
         if out.trip is None:
             v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
             self.targets.release(run, v)
@@ -387,6 +390,8 @@ class Explorer:
                                 "refused": len(v.refused), "leaves": v.leaves,
                                 "seconds": round(self.clock() - t, 2),
                                 "engine": self.last_timing,
+                                "cells": seq_cells(seq), "tunables": seq_tunables(seq),
+                                "executed": run_cells(self.last_lines),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))

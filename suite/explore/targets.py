@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from suite.errors import SuiteError
-from suite.explore.gen import (BLK_MQ_PARAM, PARAM_CHOICES, PROP_CHOICES, ZVOL_PARAM_CHOICES,
-                               ZVOL_PROP_CHOICES, ZVOL_QUEUE_CHOICES, Choices, size_of)
+from suite.explore.gen import (BLK_MQ_PARAM, PARAM_CHOICES, PROP_CHOICES, TUNABLE_CHOICES,
+                               ZVOL_PARAM_CHOICES, ZVOL_PROP_CHOICES, ZVOL_QUEUE_CHOICES,
+                               ZVOL_TUNABLE_CHOICES, Choices, size_of)
 from suite.explore.ops import OP_KINDS, Sequence
 
 if TYPE_CHECKING:
@@ -160,11 +161,10 @@ def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
     ops = ops_without(avoid)
     if target == "zvol":
         return Choices(ops=ops,
-                       params=tuple(p for p in sorted({**ZVOL_PARAM_CHOICES,
-                                                       **ZVOL_QUEUE_CHOICES}) if has_param(p)),
+                       params=tuple(p for p in sorted(param_table("zvol")) if has_param(p)),
                        vol_have=tuple(sorted(k for k in ZVOL_PROP_CHOICES if k in have)))
     return Choices(ops=ops, props={k: v for k, v in PROP_CHOICES.items() if k in have},
-                   params=tuple(p for p in sorted(PARAM_CHOICES) if has_param(p)))
+                   params=tuple(p for p in sorted(param_table("file")) if has_param(p)))
 
 
 def ops_without(avoid: Iterable[str]) -> tuple[str, ...]:
@@ -182,5 +182,5 @@ def ops_without(avoid: Iterable[str]) -> tuple[str, ...]:
 
 def param_table(target: str) -> dict[str, tuple[int, ...]]:
     """The module parameters sequences for ``target`` vary (and a replay sets)."""
-    return ({**ZVOL_PARAM_CHOICES, **ZVOL_QUEUE_CHOICES} if target == "zvol"
-            else dict(PARAM_CHOICES))
+    return ({**ZVOL_PARAM_CHOICES, **ZVOL_QUEUE_CHOICES, **ZVOL_TUNABLE_CHOICES}
+            if target == "zvol" else {**PARAM_CHOICES, **TUNABLE_CHOICES})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suite.casekit.engine import EngineRunner
-from suite.explore.conditions import Conditions
+from suite.explore.conditions import Conditions, prepare_guest
 from suite.explore.session import Fresh, SequenceRunner
 from suite.explore.zvol import GuestZvols
 from suite.guest.lifecycle import Guests, tripwire
@@ -47,6 +47,7 @@ class FreshGuests:
             new.watch = watch
         new.zfs.guest.mark(f"ozfs-vmci: explore: fresh guest {self.boots} after: {why[:200]}")
         new.zfs.guest.set_tripwire(tripwire(new.vm.console_path))
+        prepare_guest(new.zfs)
         pool = new.zfs.create_pool(self.spec)
         new.pool_spec = self.spec
         ds = pool.dataset(self.short, self.props)

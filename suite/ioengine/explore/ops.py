@@ -22,6 +22,7 @@ from typing import Any, Callable, ContextManager
 from ..content import compare
 from .file import (op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
                            op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
+from .origins import Want
 from .requests import UNSUPPORTED, IoBuffer
 from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
 from .race import Racer, landed
@@ -46,6 +47,13 @@ def _refused(err: int, stage: str | None, s: Step, buf: IoBuffer) -> Outcome | N
     if stage in ("setup", "register"):
         return Outcome("unsupported", why=f"{s.iface} {stage}: {errno_name(err)}")
     return None
+
+
+def _want(ctx: Ctx, s: Step, data: bytes | None) -> Want:
+    """What a page origin needs: a write's bytes, the target's descriptor (a mapping
+    of the request's own range), the request's offset and the target's size."""
+    return Want(s.len, s.buf_off, ctx.target.shm_path, data, ctx.target.fd, s.off,
+                ctx.model.size)
 
 
 def _segs(s: Step) -> int:
@@ -74,7 +82,8 @@ def _buffer_note(s: Step, buf: IoBuffer, racer: Racer | None) -> dict[str, Any]:
 def op_read(ctx: Ctx, s: Step) -> Outcome:
     if (o := _direct_fd_missing(ctx, s)) is not None:
         return o
-    buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=True)
+    buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=True,
+                   want=_want(ctx, s, None))
     try:
         buf.arm()
         with _racer(ctx, s, buf) as racer:
@@ -165,9 +174,13 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
     if (o := _direct_fd_missing(ctx, s)) is not None:
         return o
     data = ctx.data(s.data, s.off, s.len)
-    buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=False)
+    buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=False,
+                   want=_want(ctx, s, data))
     try:
-        buf.fill(data)
+        data = buf.load(data)       # an origin with bytes of its own writes those
+        if buf.used == "map_target" and (bad := check_bytes(data, ctx.model, s.off,
+                                                           "the target's own mapping")):
+            return bad              # the page cache disagrees before the write
         buf.arm()
         with _racer(ctx, s, buf) as racer:
             res, err, stage = ctx.target.issue(True, s.iface, s.direct, s.off, buf,

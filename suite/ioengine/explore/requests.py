@@ -30,16 +30,21 @@ import ctypes
 import errno as errno_mod
 import mmap
 import os
+import threading
 import time
 from typing import Any, Callable
 
 from ..plan import CANARY, DIO_ALIGN, PAGE, Segment
+from . import origins
+from .origins import ORIGINS, Want
 from ..queues import (ABANDONED, IoOp, IoUringQueue, IoVec, LibaioQueue, SegmentBuffers,
                      make_queue, round_up, sys_)
 from ..queues_fixed import FixedIoUringQueue, RegisterError
 
 HUGE = 2 << 20
 SOURCES = ("heap", "anon", "anon_offset", "shared_file", "hugepage", "racing", "holed")
+# Every buffer an op may name: the sources above, and the page origins of :mod:`.origins`.
+ALL_SOURCES = SOURCES + ORIGINS
 PROT_NONE = 0                   # <sys/mman.h>; the mmap module has no name for it
 _ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 _RW = mmap.PROT_READ | mmap.PROT_WRITE
@@ -174,13 +179,23 @@ class IoBuffer:
     ``segments``, ``iov_addr``, ``nr_segs``), plus views for ``os.preadv``."""
 
     def __init__(self, source: str, n: int, buf_off: int, segs: int, shm_path: str,
-                 for_read: bool) -> None:
-        self.region = ALLOCATORS[source](n, buf_off, shm_path)
+                 for_read: bool, want: Want | None = None) -> None:
+        """``want``: what an origin of :mod:`.origins` needs besides (a write's bytes,
+        the target's descriptor, offset and size)."""
+        self.origin: origins.Origin | None = None
+        if source in ORIGINS:
+            self.origin = origins.make(source, want or Want(n, buf_off, shm_path))
+            self.region = Region(self.origin.backing, self.origin.start, n, self.origin.used,
+                                 [], self.origin.closers)
+        else:
+            self.region = ALLOCATORS[source](n, buf_off, shm_path)
         # The bytes ahead of the page a ``holed`` buffer loses while armed (None: no hole).
         self.hole = (max(0, hole_page(buf_off, n) * PAGE - buf_off)
                      if source == "holed" else None)
         self._armed = False
-        self.guarded = for_read and source not in ("anon", "holed")
+        # Canaries around a read's buffer, where its surroundings are ours to write (not
+        # an origin's: a file's bytes, the target's, pages no one may touch first).
+        self.guarded = for_read and source not in ("anon", "holed", *ORIGINS)
         if self.guarded:
             self.region.prefill()
         lengths = split_lengths(n, segs)
@@ -227,6 +242,24 @@ class IoBuffer:
 
     def fill(self, data: bytes) -> None:
         self.region.view[:] = data
+
+    def load(self, data: bytes) -> bytes:
+        """A write's buffer holding ``data``, or, for an origin that holds bytes of its
+        own (zeros, a file's, the target's, staged for a fault), those: what the write
+        carries."""
+        if self.origin is None or self.origin.content is None:
+            self.fill(data)
+            return data
+        return self.origin.content
+
+    def in_flight(self) -> None:
+        """The request was submitted (an origin may act: ``fork`` forks)."""
+        if self.origin is not None:
+            self.origin.in_flight()
+
+    def done(self) -> None:
+        if self.origin is not None:
+            self.origin.after()
 
     def gather(self, n: int) -> bytes:
         return bytes(self.region.view[:n])
@@ -321,8 +354,22 @@ class Target:
         (syscall|setup|register|submit|complete|timeout)."""
         fd = self.dfd if direct else self.fd
         assert fd is not None
+        try:
+            return self._issue(fd, write, iface, offset, buf, vectored)
+        finally:
+            buf.done()
+
+    def _issue(self, fd: int, write: bool, iface: str, offset: int, buf: IoBuffer,
+               vectored: bool) -> tuple[int | None, int, str | None]:
         if iface == "sync":
-            return _sync(fd, write, offset, buf, vectored)
+            # No moment between submit and completion to act in: a thread acts as the
+            # call starts (an origin that forks forks beside it).
+            t = threading.Thread(target=buf.in_flight, name="explore-in-flight", daemon=True)
+            t.start()
+            try:
+                return _sync(fd, write, offset, buf, vectored)
+            finally:
+                t.join()
         q = self.queues.get(iface)
         if q is None:
             try:
@@ -338,6 +385,7 @@ class Target:
             return None, e.errno, "register"
         except OSError as e:
             return -e.errno, e.errno, "submit"
+        buf.in_flight()
         deadline = time.monotonic() + self.timeout_s
         while (left := deadline - time.monotonic()) > 0:
             for tag, res in q.reap(1, 4, min(left, 1.0)):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from .race import RACING_LEAVES
-from .requests import SOURCES
+from .requests import ALL_SOURCES
 
 # Every op function by name (``ops.py`` registers them; a step naming another is refused).
 OPS: dict[str, Callable[..., Any]] = {}
@@ -43,9 +43,9 @@ class Step:
         s = cls(**d)
         if s.op not in OPS:
             raise ValueError(f"unknown op {s.op!r} (known: {', '.join(OPS)})")
-        if s.iface not in IFACES or s.buf not in SOURCES:
+        if s.iface not in IFACES or s.buf not in ALL_SOURCES:
             raise ValueError(f"op {s.op!r}: iface must be one of {IFACES} and buf one of "
-                             f"{SOURCES}, not {s.iface!r} / {s.buf!r}")
+                             f"{ALL_SOURCES}, not {s.iface!r} / {s.buf!r}")
         if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
             raise ValueError(f"op {s.op!r}: negative field in {d}")
         return s

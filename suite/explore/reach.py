@@ -1,0 +1,97 @@
+"""Where explore's requests go: page origin x op (read or write), and tunable x value,
+counted in sequences, as drawn (the generator's choices) and as executed (what the
+engine said each op used: an origin the guest could not give falls back and says so).
+
+``python -m suite explore --draws 40x`` prints the drawn table of a seed without a
+guest; an exploration's summary records both per sequence, and the lane prints them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.explore.ops import BUF_SOURCES, IO_OPS, ORIGINS, READS, Sequence
+
+ROWS = BUF_SOURCES + ORIGINS
+DIRECTIONS = ("read", "write")
+TUNABLES = {**PARAM_CHOICES, **TUNABLE_CHOICES}
+
+
+def direction(op: str) -> str:
+    return "read" if op in READS else "write"
+
+
+def seq_cells(seq: Sequence) -> list[str]:
+    """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
+    return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS})
+
+
+def seq_tunables(seq: Sequence) -> list[str]:
+    """The ``name=value`` a sequence runs under, of the tunables that change the path."""
+    return sorted(f"{k}={v}" for k, v in seq.params.items() if k in TUNABLES)
+
+
+def run_cells(lines: Iterable[dict[str, Any]]) -> list[str]:
+    """The cells a run executed: its finished reads and writes, by the buffer each
+    said it used."""
+    return sorted({f"{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
+                   if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")})
+
+
+@dataclass
+class Reach:
+    """Cells counted in sequences (each sequence once per cell)."""
+    sequences: int = 0
+    cells: Counter = field(default_factory=Counter)
+    tunables: Counter = field(default_factory=Counter)
+
+    def add(self, cells: Iterable[str], tunables: Iterable[str]) -> None:
+        self.sequences += 1
+        self.cells.update(set(cells))
+        self.tunables.update(set(tunables))
+
+    def missing(self, params: Iterable[str] = tuple(TUNABLES)) -> list[str]:
+        """Cells no sequence reached: every origin x direction, every value of the
+        ``params`` (those the build has)."""
+        want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
+        want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
+        have = set(self.cells) | set(self.tunables)
+        return [c for c in want if c not in have]
+
+
+def drawn(seqs: Iterable[Sequence]) -> Reach:
+    r = Reach()
+    for s in seqs:
+        r.add(seq_cells(s), seq_tunables(s))
+    return r
+
+
+def from_runs(runs: Iterable[dict[str, Any]], key: str = "cells") -> Reach:
+    """An exploration's reach from its summary's runs (``cells``: drawn;
+    ``executed``: what the engine used)."""
+    r = Reach()
+    for run in runs:
+        if key in run:
+            r.add(run.get(key) or (), run.get("tunables") or ())
+    return r
+
+
+def table(drawn_: Reach, executed: Reach | None = None) -> str:
+    """The origin x op table (sequences that drew each cell; with ``executed``,
+    ``drawn/executed``), then the tunables."""
+    def cell(c: str) -> str:
+        d = drawn_.cells.get(c, 0)
+        return f"{d}/{executed.cells.get(c, 0)}" if executed is not None else str(d)
+    head = "drawn/executed" if executed is not None else "drawn"
+    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head})",
+             f"  {'origin':20s} {'read':>12s} {'write':>12s}"]
+    for row in ROWS:
+        lines.append(f"  {row:20s} {cell(row + ':read'):>12s} {cell(row + ':write'):>12s}")
+    lines.append("tunable = value: sequences")
+    for name in TUNABLES:
+        vals = sorted(set(TUNABLES[name]))
+        shown = ", ".join(f"{v}: {drawn_.tunables.get(f'{name}={v}', 0)}" for v in vals)
+        lines.append(f"  {name:32s} {shown}")
+    return "\n".join(lines)
