@@ -23,7 +23,7 @@ carries (:meth:`Origin.content`), so the model knows what lands:
 * ``hugetlb``: ``MAP_HUGETLB`` (from the pool the harness reserves in the guest,
   ``RESERVE_HUGEPAGES``); where the kernel has none to give: ``anon``, said so;
 * ``uffd``: anonymous memory registered with userfaultfd: no page exists until the
-  kernel touches it, and a thread resolves each fault (``UFFDIO_COPY``) with the
+  kernel touches it, and a helper process resolves each fault (``UFFDIO_COPY``) with the
   op's bytes (zeros for a read): the pin meets a fault another thread resolves.
   Where the kernel has no userfaultfd: ``anon``, said so;
 * ``fork``: anonymous memory; while the request is in flight the process forks
@@ -39,7 +39,6 @@ import mmap
 import os
 import select
 import struct
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -220,48 +219,62 @@ RESERVE_HUGEPAGES = "echo 64 > /proc/sys/vm/nr_hugepages"
 
 
 class _Faults(Origin):
-    """userfaultfd: every page of the region missing until a fault, which a thread
-    resolves with the staged bytes."""
+    """userfaultfd: every page of the region missing until a fault, which a helper
+    process resolves with the staged bytes. A process of its own, not a thread: the
+    kernel may fault on these pages in this process's context while it holds the
+    interpreter's lock (io_uring task work runs on the way back to user space), and a
+    thread of this interpreter could then never take it to answer."""
 
     def __init__(self, w: Want, uffd: int, m: mmap.mmap) -> None:
         super().__init__(m, w.buf_off, "uffd", w.data, [self._close])
-        self.uffd, self.faults = uffd, 0
-        self.staged = bytearray(len(m))
+        self.uffd = uffd
+        staged = bytearray(len(m))
         if w.data is not None:
-            self.staged[w.buf_off:w.buf_off + w.n] = w.data
-        self._src = (ctypes.c_char * len(self.staged)).from_buffer(self.staged)
-        self._base = ctypes.addressof((ctypes.c_char * len(m)).from_buffer(m))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="explore-uffd", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            r, _, _ = select.select([self.uffd], [], [], 0.05)
-            if not r:
-                continue
+            staged[w.buf_off:w.buf_off + w.n] = w.data
+        base = ctypes.addressof((ctypes.c_char * len(m)).from_buffer(m))
+        self._base, self._len = base, len(m)
+        stop_r, self._stop_w = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:              # the helper: serve until the parent closes the pipe
+            code = 1
             try:
-                msg = os.read(self.uffd, 32)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return
-            if len(msg) < 32 or msg[0] != UFFD_EVENT_PAGEFAULT:
-                continue
-            addr = struct.unpack_from("=Q", msg, 16)[0] & ~(PAGE - 1)
-            off = addr - self._base
-            copy = struct.pack("=QQQQq", addr, ctypes.addressof(self._src) + off, PAGE, 0, 0)
-            buf = ctypes.create_string_buffer(copy)
-            _libc().ioctl(self.uffd, UFFDIO_COPY, buf)
-            self.faults += 1
+                os.close(self._stop_w)
+                _serve_faults(uffd, stop_r, base, staged)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(stop_r)
 
     def _close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-        rng = struct.pack("=QQ", self._base, len(self.backing))
+        os.close(self._stop_w)
+        try:
+            os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            pass
+        rng = struct.pack("=QQ", self._base, self._len)
         _libc().ioctl(self.uffd, UFFDIO_UNREGISTER, ctypes.create_string_buffer(rng))
         os.close(self.uffd)
         self.backing.close()
+
+
+def _serve_faults(uffd: int, stop: int, base: int, staged: bytearray) -> None:
+    """Answer each missing-page fault of the region at ``base`` with the page of
+    ``staged`` at the same offset (``UFFDIO_COPY``), until ``stop`` reads end-of-file."""
+    src = ctypes.addressof((ctypes.c_char * len(staged)).from_buffer(staged))
+    libc = _libc()
+    while True:
+        ready, _, _ = select.select([uffd, stop], [], [])
+        if stop in ready:
+            return
+        try:
+            msg = os.read(uffd, 32)
+        except BlockingIOError:
+            continue
+        if len(msg) < 32 or msg[0] != UFFD_EVENT_PAGEFAULT:
+            continue
+        addr = struct.unpack_from("=Q", msg, 16)[0] & ~(PAGE - 1)
+        copy = struct.pack("=QQQQq", addr, src + (addr - base), PAGE, 0, 0)
+        libc.ioctl(uffd, UFFDIO_COPY, ctypes.create_string_buffer(copy))
 
 
 def _uffd(w: Want) -> Origin:
