@@ -18,7 +18,7 @@ import pytest
 from suite.casekit.dio import ASYNC_PARAM, Shape, cond, expect_correct, judge, plan, symptom_of
 from suite.casekit.faults import arm_delay
 from suite.ioengine.plan import FileSpec, Plan
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 

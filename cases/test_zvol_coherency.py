@@ -25,7 +25,7 @@ from suite.casekit.trials import served
 from suite.casekit.writes import reimport_check
 from suite.casekit.zvol import SIZES, ZVOL_PARAM, create_zvol, relocator
 from suite.ioengine.plan import FileSpec, Plan, Request, Segment
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zvol_dio]
 

@@ -23,7 +23,7 @@ from suite.casekit.dio import Shape, expect_correct, symptom_of
 from suite.casekit.trials import trials_needed
 from suite.casekit.zvol import SIZES, ZVOL_PARAM, create_zvol, zconditions
 from suite.ioengine.plan import FileSpec, Plan
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 pytestmark = [pytest.mark.vm, pytest.mark.nvme, pytest.mark.zinject]
 

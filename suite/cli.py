@@ -229,7 +229,8 @@ def _budget(text: str) -> str:
     return budget_arg(text)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """Every command and its options (the manual's commands are checked against it)."""
     ap = argparse.ArgumentParser(prog="python -m suite",
                                  description="Test OpenZFS patch series in virtme-ng guests.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -401,6 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     sh.add_argument("--nvme", type=int, default=2)
     sh.add_argument("--keep", action="store_true", help="leave the guest running on exit")
     sh.set_defaults(func=cmd_shell)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from suite import paths
-from suite.report.symptoms import CaseVerdict
+from suite.symptoms import CaseVerdict
 
 SESSION_TIMEOUT = float(os.environ.get("OZFS_VMCI_SESSION_TIMEOUT",
                                        os.environ.get("OZFS_VMCI_BUGS_TIMEOUT", str(3 * 3600))))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.build.pipeline import BuildOptions, build
-from suite.guest.ssh import virtme_key
+from suite.vm.ssh import virtme_key
 from suite.guest.zfs import PoolSpec, Zfs
 from suite.vm.accel import for_build
 from suite.vm.machine import VM, NvmeSpec, VMSpec

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.paths import case_slug
-from suite.report.symptoms import CaseVerdict, Symptom
-from suite.report.tables import Table
+from suite.symptoms import CaseVerdict, Symptom
+from suite.casekit.tables import Table
 
 KVM_REASON = ("KVM unusable: qemu -accel kvm exited rc=-6 before the kernel ran: "
               "qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: "

@@ -17,7 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from suite.coverage import collect, diffmap, flags, gcovdata, merge, report
+from suite.build import gcov as flags
+from suite.coverage import diffmap, gcovdata, merge, report
+from suite.guest import gcov as collect
 from tests.gitrepo import commit, sh
 
 NEEDS = [t for t in ("gcc", "gcov", "gcov-tool", "git") if shutil.which(t) is None]

@@ -29,7 +29,7 @@ from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.judges.expect import Leaves
 from suite.explore.shrink import shrink, simpler
 from suite.ioengine.explore import ops as explore_ops
-from suite.report.symptoms import CaseVerdict, Symptom
+from suite.symptoms import CaseVerdict, Symptom
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20

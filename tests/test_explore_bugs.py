@@ -16,7 +16,7 @@ from suite.explore.budget import parse_budget
 from suite.explore.session import Explorer, RunOutput, Settings
 from suite.report import explorebugs, knownbugs
 from suite.report.explorebugs import ExploreAt, ExplorePlan, read_explore_at, read_session
-from suite.report.symptoms import CaseVerdict, Symptom, SymptomSpec
+from suite.symptoms import CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug, Manifest
 
 BAD = "39991b06fea6787edbf421f30144a03330aa7d5a"

@@ -435,7 +435,7 @@ def test_eio_from_a_racing_write_to_a_block_device_is_a_finding(monkeypatch, tmp
 
 def test_the_reproducer_of_a_zvol_finding_makes_only_its_zvol(tmp_path: Path):
     from suite.report.repro import only_the_finding, write_reproducer
-    from suite.report.symptoms import CaseVerdict, Symptom
+    from suite.symptoms import CaseVerdict, Symptom
     eng = "PYTHONPATH=/work/main /usr/bin/python3 -m suite.ioengine"
     zfs = "LD_LIBRARY_PATH=/b/.libs /b/.libs/zfs"
 

@@ -13,7 +13,7 @@ import pytest
 from suite.report import gate
 from suite.report.gate import classify, run_gate, state, verdict
 from suite.report.runreport import slug, write_reports
-from suite.report.symptoms import CaseVerdict, Symptom
+from suite.symptoms import CaseVerdict, Symptom
 
 N = "cases/test_dio_eof.py::test_eof[40000]"
 

@@ -11,7 +11,7 @@ import pytest
 from suite.errors import GuestError, HarnessStepError
 from suite.guest.aftercase import Observation
 from suite.guest.lifecycle import CaseWatch, Guests
-from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
+from suite.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher
 

@@ -15,7 +15,7 @@ import pytest
 
 from suite.casekit.faults import (HELD_AT_START, RAISE_HOLD, NotArmed, raced_while_held,
                                   require_raced_while_held, while_held)
-from suite.guest.channel import CmdResult
+from suite.vm.channel import CmdResult
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -452,7 +452,7 @@ def test_the_thorough_scrub_reads_status_around_it():
 def test_a_canary_names_the_judges_that_stayed_silent():
     from suite.guest.lifecycle import CaseEnd
     from suite.plugin.fixtures import canary_missing
-    from suite.report.symptoms import Symptom
+    from suite.symptoms import Symptom
     end = CaseEnd("after-case", [Symptom("ondisk:scrub", "tank: CKSUM+1"),
                                  Symptom("pool:data-errors", "1 data errors")])
     assert canary_missing(("ondisk:scrub",), end) == []

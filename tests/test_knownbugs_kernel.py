@@ -5,7 +5,7 @@ import pytest
 
 from suite.build.kernel import installed_releases, kernel_from_release, load_profile, resolve_kernel
 from suite.errors import KernelError
-from suite.report.sessions import count
+from suite.sessions import count
 
 
 def test_junit_count(tmp_path):

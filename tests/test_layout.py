@@ -60,6 +60,41 @@ def test_the_suite_has_no_import_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
+# The pipeline's floors, lowest first: a module imports only from its own floor or
+# one below (names several floors need live on the lowest one that uses them).
+STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", "casekit",
+          "explore", "coverage", "report", "plugin", "commands")
+FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
+              "suite.symptoms", "suite.sessions"}
+COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell"}
+
+
+def stage(module: str) -> str:
+    if module in FOUNDATION:
+        return "foundation"
+    if module in COMMANDS:
+        return "commands"
+    return module.split(".")[1]
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a floor above the importer's."""
+    return [f"{m} ({stage(m)}) imports {d} ({stage(d)})" for m, ds in sorted(graph.items())
+            for d in sorted(ds) if STAGES.index(stage(d)) > STAGES.index(stage(m))]
+
+
+def test_every_module_has_a_floor_and_imports_point_down():
+    graph = import_graph()
+    assert {stage(m) for m in graph} <= set(STAGES)
+    assert upward(graph) == []
+
+
+def test_the_floor_rule_sees_an_upward_import():
+    assert upward({"suite.guest.lifecycle": {"suite.casekit.dio"}, "suite.casekit.dio": set()}) \
+        == ["suite.guest.lifecycle (guest) imports suite.casekit.dio (casekit)"]
+    assert upward({"suite.report.gate": {"suite.guest.zfs"}, "suite.guest.zfs": set()}) == []
+
+
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -73,13 +108,14 @@ def test_no_module_is_over_500_lines():
 
 def test_the_packages_read_like_the_pipeline():
     """source -> series -> build -> vm -> guest -> cases -> report, each a folder."""
-    for pkg in ("source", "build", "vm", "guest", "ioengine", "casekit", "report", "plugin"):
+    for pkg in ("source", "build", "vm", "guest", "ioengine", "casekit", "explore", "coverage",
+                "report", "plugin"):
         assert (SUITE / pkg / "__init__.py").is_file(), pkg
-    readme = (SUITE.parent / "README.md").read_text()
+    table = (SUITE.parent / "docs" / "architecture.md").read_text()
     for p in SUITE.rglob("*.py"):
-        if p.parent != SUITE and p.name not in ("__init__.py", "__main__.py") \
-                and p.parent.name != "ioengine":
-            assert f"`{p.name}`" in readme, f"README's pipeline table lacks {p.parent.name}/{p.name}"
+        if p.name not in ("__init__.py", "__main__.py") and p.parent.name != "ioengine":
+            assert f"`{p.name}`" in table, \
+                f"docs/architecture.md's pipeline table lacks {p.parent.name}/{p.name}"
 
 
 def test_every_case_module_collects_and_the_opt_in_lanes_stay_out_by_default():

@@ -190,3 +190,15 @@ def test_zts_and_perf_cases_run_only_when_asked_and_zts_lands_in_junit(pytester)
     text = xml.read_text()
     assert 'name="zts-direct"' in text and 'name="dio_mmap"' in text
     assert text.count("<failure") == 1          # the unexpected FAIL, under its own id
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_session_without_cases_of_the_build_leaves_no_results_folder(pytester, workers):
+    """The harness's own self-tests are such a session: no report line that says
+    INCONCLUSIVE under pytest's green one, no folder left behind."""
+    pytester.makepyfile(test_plain="def test_p():\n    pass\n\ndef test_q():\n    pass\n")
+    res = run(pytester, *workers)
+    res.assert_outcomes(passed=2)
+    assert res.ret == 0
+    assert not (pytester.path / "results").exists()
+    assert "ozfs-vmci report" not in res.stdout.str()

@@ -24,7 +24,7 @@ from suite.report.merge import merge
 from suite.report.page.model import STATUS_ORDER
 from suite.report.page.render_md import LIMIT
 from suite.report.runreport import write_reports
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from suite.report.repro import case_commands, translate, write_reproducer
-from suite.report.symptoms import CaseVerdict, Symptom
+from suite.symptoms import CaseVerdict, Symptom
 from test_dioengine import ddir, make_file  # noqa: F401,I001
 
 B = "/root/.cache/ozfs-vmci/builds/f9dc/src"

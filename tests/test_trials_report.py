@@ -6,7 +6,7 @@ import json
 import pytest
 
 from suite.casekit.trials import DEFAULT_TRIALS, alternate, classify, served, tally, trials_needed
-from suite.report.tables import Table
+from suite.casekit.tables import Table
 
 
 def test_default_trials_catch_one_in_five_with_95_percent():

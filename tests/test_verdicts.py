@@ -12,7 +12,7 @@ from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.evidence import DTask
 from suite.ioengine.plan import FileSpec
 from suite.report.knownbugs import CaseResult, Outcome, judge_session
-from suite.report.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
+from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
 from suite.vm.console import Finding, scan
 
 HAVE = {ASYNC_PARAM, STRICT_PARAM}
@@ -295,7 +295,7 @@ def test_findings_carry_their_kind():
 
 
 def test_guest_error_from_a_dead_guest_is_raised_before_any_connection():
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
     g = Guest(1, name="t")
     g.watch(lambda: "qemu is stopped (process state T): the guest is frozen", 60)
     with pytest.raises(GuestError, match="stopped answering: qemu is stopped"):
@@ -323,7 +323,7 @@ def test_an_idle_guest_is_not_a_silent_one():
     """Silence is counted from the start of the running command, not from the last one."""
     import time as _time
 
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
     g = Guest(1, name="t")
     g.watch(lambda: None, 1.0)
     g._last_ok = _time.monotonic() - 3600          # idle for an hour
@@ -426,7 +426,7 @@ def test_a_dead_kernel_thread_ends_the_wait_at_once(tmp_path):
 
     from suite.errors import KernelTripped
     from suite.guest.lifecycle import TRIP_KINDS
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
     from suite.plugin.hooks import symptom_of_exception
     from suite.vm.console import ConsoleWatcher
     console = tmp_path / "console.log"
@@ -512,7 +512,7 @@ def test_a_command_killed_by_a_signal_is_a_finding_not_infrastructure(what, kind
 
     from suite.errors import GuestError
     from suite.plugin.hooks import symptom_of_exception
-    from suite.report.symptoms import INFRASTRUCTURE
+    from suite.symptoms import INFRASTRUCTURE
     try:
         raise GuestError(what)
     except GuestError:
@@ -525,7 +525,7 @@ def test_only_a_failure_on_data_alone_keeps_its_guest():
     """A failed case's guest is kept only when every symptom is a data outcome the
     engine judged after its requests completed (and no fault was injected)."""
     from suite.plugin.fixtures import settled_failure
-    from suite.report.symptoms import settled
+    from suite.symptoms import settled
     assert settled(["wrong-bytes"]) and settled(["short", "error:EFAULT", "paths-disagree"])
     assert not settled([])                                   # failed, and said nothing
     for other in ("hang", "D-state", "kernel:spl_panic", "no-result", "assertion",

@@ -25,7 +25,7 @@ import pytest
 
 from suite.errors import GuestError, VMError
 from suite.guest import evidence
-from suite.guest.ssh import Guest
+from suite.vm.ssh import Guest
 from suite.vm import accel as accel_mod, console
 from suite.vm.machine import VM, NvmeSpec, VMSpec
 

@@ -1,4 +1,4 @@
-"""Pure tests of suite.vm.machine / suite.guest.ssh pieces that need no guest."""
+"""Pure tests of suite.vm.machine / suite.vm.ssh pieces that need no guest."""
 from __future__ import annotations
 
 import socket
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite.errors import VMError
-from suite.guest import channel
+from suite.vm import channel
 from suite.vm import accel, disks, machine as vm, monitor, ports, vng
 from suite.vm.machine import NvmeSpec, VMSpec
 

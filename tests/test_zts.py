@@ -7,7 +7,7 @@ import pytest
 
 from suite.guest import zts
 from suite.report import zts as report
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 PFX = "[2026-11-30T20:01:02.123456] Test: /root/.cache/ozfs-vmci/builds/k/src/tests/zfs-tests/tests"
 CONSOLE = f"""\
@@ -123,7 +123,7 @@ def test_the_guest_setup_makes_a_sudo_user_and_a_disk_backed_filedir(tmp_path):
 
 
 def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):
-    from suite.report.sessions import count
+    from suite.sessions import count
     xml = tmp_path / "junit.xml"
     xml.write_text('<testsuites><testsuite name="pytest" tests="2" failures="1" errors="0" '
                    'skipped="0"/><testsuite name="zts-direct" tests="6" failures="2" '
@@ -169,7 +169,7 @@ def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tm
 
 def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
     from suite.report import ztsbugs
-    from suite.report.sessions import skip_reasons
+    from suite.sessions import skip_reasons
     junit = tmp_path / "junit.xml"
     junit.write_text('<testsuites><testsuite name="pytest" tests="1" skipped="1"><testcase '
                      'name="test_zts_tag[async]"><skipped type="pytest.skip" message="ZTS tag '
@@ -263,7 +263,7 @@ def _earlier_bugs_run(root, bug, nodeid, symptoms, mtime):
     """A session folder as ``suite bugs`` leaves it: junit.xml and a verdict.json."""
     import os
 
-    from suite.report.symptoms import CaseVerdict
+    from suite.symptoms import CaseVerdict
     d = root / bug / "bad"
     case = d / "20261130-120000-async-dio" / "cases" / "c"
     case.mkdir(parents=True)
@@ -285,7 +285,7 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
     _earlier_bugs_run(old / "bugs-1", "preadv-freed-iovec", node, ctl, 1000)
     newest = _earlier_bugs_run(old / "bugs-2", "preadv-freed-iovec", node,
                                [Symptom("EINVAL", "10/14", "async=1 strict=1")], 2000)
-    from suite.report.sessions import newest_session
+    from suite.sessions import newest_session
     assert newest_session([old], "preadv-freed-iovec/bad") == newest
     assert newest_session([old / "bugs-1"], "preadv-freed-iovec/bad") != newest
     knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],

@@ -59,7 +59,7 @@ class Kernel:
     source: Path           # the kernel source headers, what --with-linux takes
     modules: Path          # /lib/modules/<release>
     zfs_license: str = ""  # OpenZFS built with this META License (a debug kernel's lockdep)
-    zfs_gcov: bool = False  # OpenZFS's modules built with gcov (suite/coverage/flags.py)
+    zfs_gcov: bool = False  # OpenZFS's modules built with gcov (suite/build/gcov.py)
     zfs_make: tuple[str, ...] = ()  # VAR=VALUE on OpenZFS's make lines (a kernel's needs)
 
     def identity(self) -> dict[str, str]:

@@ -32,7 +32,7 @@ from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
 from suite.build.steps import discard, run_step
-from suite.coverage import flags as coverage_flags
+from suite.build import gcov as coverage_flags
 from suite.locks import file_lock
 from suite.progress import step
 from suite.source.series import SourceTree

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from suite.casekit.trials import (DEFAULT_TRIALS, NOT_ISSUED, Served, alternate, outcome, served,
                                   tally)
 from suite.ioengine.plan import DEFAULT_PARAM_DIR as PARAMS, FileSpec, Plan, Request, Segment
-from suite.report.symptoms import INFRASTRUCTURE, Symptom
-from suite.report.tables import Table
+from suite.casekit.tables import Table
+from suite.guest.params import ASYNC_PARAM, STRICT_PARAM
+from suite.symptoms import INFRASTRUCTURE, Symptom
 
 if TYPE_CHECKING:
     from suite.casekit.engine import EngineRunner
@@ -32,12 +33,8 @@ DIO_PROPS = {"primarycache": "metadata", "direct": "standard", "compression": "o
              "recordsize": "128K"}
 PINNED_COUNTERS = {"read": "zfs_async_read_pinned_copies",
                    "write": "zfs_async_write_pinned_copies"}
-# Parameters that are counters (they move with I/O): never "restored".
-COUNTER_PARAMS = ("zfs_async_read_pinned_copies", "zfs_async_write_pinned_copies")
 TASKQ_KSTATS = "/proc/spl/kstat/taskq"
 ASYNC_TASKS = "async_tasks"
-ASYNC_PARAM = "zfs_async_dio_enabled"
-STRICT_PARAM = "zfs_dio_strict"
 # What a build does without a knob, where that behaviour is known: OpenZFS before
 # zfs_dio_strict (the 2.3 line) always refuses misaligned O_DIRECT with EINVAL, as
 # strict=1 does. A condition asking for that value runs there as it is.

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from suite.errors import GuestError, KernelTripped
-from suite.guest.ssh import Background, Guest
+from suite.vm.ssh import Background, Guest
 from suite.ioengine.plan import Plan
-from suite.ioengine.resident import DEFAULT_DIR as RESIDENT_DIR
+from suite.guest.resident import RESIDENT_DIR, _pythonpath, start_resident
 from suite.paths import PROJECT_ROOT
 
 CLIENT = PROJECT_ROOT / "suite" / "ioengine" / "client.sh"
@@ -43,7 +43,7 @@ def parse_lines(text: str) -> list[dict[str, Any]]:
 
 def problem_kind(problem: str, by_text: tuple[tuple[str, str], ...]) -> str:
     """The symptom kind of one problem an engine trial reported
-    (suite/report/symptoms.py): "failed EXXX, ..." is ``error:EXXX``; else the kind of
+    (suite/symptoms.py): "failed EXXX, ..." is ``error:EXXX``; else the kind of
     the first (text, kind) of ``by_text`` whose text the problem holds; else ``harness``."""
     if problem.startswith("failed "):
         return "error:" + problem.split()[1].rstrip(",")
@@ -157,23 +157,3 @@ def upload(guest: Guest, local: Path, remote: str, scale: float = 1.0) -> None:
     guest.put(local, remote)
 
 
-def _pythonpath() -> str:
-    return f"PYTHONPATH={shlex.quote(str(PROJECT_ROOT))} "
-
-
-def start_resident(guest: Guest, python: str = sys.executable) -> Background | None:
-    """Start the resident engine in ``guest`` once (per Guest object; a second
-    server on the same guest sees the first and exits). It imports while the case
-    sets up; commands run directly until it is ready. None if it could not start
-    (then every command runs directly, as before)."""
-    bg = getattr(guest, "resident_engine", None)
-    if bg is not None:
-        return bg
-    cmd = _pythonpath() + " ".join(shlex.quote(a) for a in (
-        python, "-m", "suite.ioengine", "serve", "--dir", RESIDENT_DIR))
-    try:
-        bg = guest.background(f"{cmd} </dev/null")
-    except GuestError:
-        return None
-    guest.resident_engine = bg  # type: ignore[attr-defined]
-    return bg

@@ -16,7 +16,7 @@ import pytest
 
 from suite.casekit.engine import EngineRunner, parse_lines
 from suite.errors import SuiteError
-from suite.guest.ssh import Background
+from suite.vm.ssh import Background
 from suite.guest.zfs import Dataset, Zfs
 
 

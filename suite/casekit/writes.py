@@ -24,7 +24,7 @@ from suite.casekit.engine import EngineRunner, parse_lines
 from suite.casekit.faults import NotArmed, skip_without_object_delay
 from suite.errors import GuestError
 from suite.ioengine.plan import FileSpec, Plan, Request, Segment
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 if TYPE_CHECKING:
     from suite.guest.zfs import Zfs

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from suite.casekit.dio import PAGE, Condition, Shape, cond, expect_correct, symptom_of
 from suite.casekit.trials import served
 from suite.errors import GuestError
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 
 if TYPE_CHECKING:
     from suite.casekit.engine import EngineRunner

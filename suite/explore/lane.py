@@ -14,8 +14,8 @@ from typing import Any, Callable
 from suite import paths
 from suite.build.pipeline import BUILD_OPTIONS
 from suite.explore.budget import Budget, parse_budget
-from suite.report.sessions import SESSION_TIMEOUT, load_verdicts, run_cases
-from suite.report.symptoms import INFRASTRUCTURE, CaseVerdict
+from suite.sessions import SESSION_TIMEOUT, load_verdicts, run_cases
+from suite.symptoms import INFRASTRUCTURE, CaseVerdict
 
 CASES = paths.PROJECT_ROOT / "cases" / "test_explore.py"
 MARGIN_S = 3 * 3600.0           # a build, a guest and shrinking, on top of the budget

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
 from suite.judges import lockdep
 from suite.judges.judge import Finding as Leftover
-from suite.report.symptoms import Symptom, stack_functions
+from suite.symptoms import Symptom, stack_functions
 from suite.vm.console import Finding
 
 if TYPE_CHECKING:
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
 
 
 @dataclass

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from suite.casekit.dio import ASYNC_PARAM, COUNTER_PARAMS, STRICT_PARAM
+from suite.guest.params import ASYNC_PARAM, COUNTER_PARAMS, STRICT_PARAM
 
 KSTAT_DIR = "/proc/spl/kstat/zfs"
 FILE = "capabilities.json"

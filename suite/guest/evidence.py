@@ -23,7 +23,7 @@ from suite.errors import SuiteError
 from suite.vm.console import ConsoleWatcher, Finding, scan
 
 if TYPE_CHECKING:
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
     from suite.vm.machine import VM
 
 

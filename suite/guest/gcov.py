@@ -37,7 +37,7 @@ HEADER = 12                 # magic, version, stamp: a file of only that has no 
 
 
 class Runs(Protocol):
-    """What collect needs of a guest (``suite.guest.ssh.Guest``)."""
+    """What collect needs of a guest (``suite.vm.ssh.Guest``)."""
     def run(self, cmd: str, timeout: float = ..., check: bool = ..., stdin: bytes | str | None = ...,
             log: bool = ...): ...
 

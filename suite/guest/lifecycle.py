@@ -18,24 +18,24 @@ from typing import Callable, Iterator
 
 from suite.build.kernel import boot_append
 from suite.build.recipe import BuildRecord
-from suite.casekit.dio import COUNTER_PARAMS
-from suite.casekit.engine import start_resident
-from suite.coverage import collect as coverage_collect
-from suite.coverage import flags as coverage_flags
+from suite.guest.params import COUNTER_PARAMS
+from suite.guest.resident import start_resident
+from suite.guest import gcov as coverage_collect
+from suite.build import gcov as coverage_flags
 from suite.errors import BootTimeout, GuestError, HarnessStepError, SuiteError
 from suite.guest.aftercase import Observation, judgeable, stuck_tasks
 from suite.guest.capabilities import capabilities, kstat_command
 from suite.guest.capabilities import write as write_capabilities
 from suite.guest.evidence import Evidence, collect_evidence
 from suite.guest.probes import Kprobes
-from suite.guest.ssh import virtme_key
+from suite.vm.ssh import virtme_key
 from suite.guest.zfs import PARAMS_SCRIPT, PoolSpec, Zfs, parse_params
 from suite.judges.expect import Leaves
 from suite.judges.judge import Finding as Leftover, Judgement, judge
 from suite.judges.kstats import Rules, load_rules
 from suite.judges.snapshot import (SECTION, Snapshot, after_script, before_script,
                                    kstat_script, sections)
-from suite.report.symptoms import Symptom
+from suite.symptoms import Symptom
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher, Finding
 
@@ -410,7 +410,7 @@ class Guests:
 
     def collect_coverage(self, g: ZfsGuest) -> None:
         """An instrumented build (``[zfs] gcov``): the guest's OpenZFS counters into
-        ``<run>/coverage/gcda/<key>/<guest>/`` (suite/coverage/collect.py), while it
+        ``<run>/coverage/gcda/<key>/<guest>/`` (suite/guest/gcov.py), while it
         still answers. A guest that died or lost its power takes them with it; a
         failed copy is noted there, never a case's failure."""
         if not coverage_flags.instrumented(self.record.inputs) or not g.vm.alive:

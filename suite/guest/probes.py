@@ -48,7 +48,7 @@ def event_name(symbol: str) -> str:
 @dataclass
 class Kprobes:
     """kprobes on functions of one module, as engine counter specs; one per guest."""
-    guest: object                       # suite.guest.ssh.Guest
+    guest: object                       # suite.vm.ssh.Guest
     module: str = "zfs"
     symbols: list[str] = field(default_factory=list)    # armed in this guest
 

@@ -1,6 +1,6 @@
 """OpenZFS inside a guest: load the build, prove it is loaded, params, pools.
 
-Everything goes through a :class:`suite.guest.ssh.Guest` (SSH). The build tree is
+Everything goes through a :class:`suite.vm.ssh.Guest` (SSH). The build tree is
 visible in the guest at the same path (virtme-ng shares the host root), so the
 build's own ``zpool``/``zfs``/``zinject``/``zdb`` libtool wrappers run as they are.
 """

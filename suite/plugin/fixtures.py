@@ -28,7 +28,7 @@ import suite.plugin.expected as expected
 from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
 from suite.plugin.hooks import DEADLINE_SCALE, GUEST_CPUS, RUN_DIR, add_section, add_symptoms, case_dir_of, slug
-from suite.report.symptoms import Symptom, settled
+from suite.symptoms import Symptom, settled
 from suite.vm.accel import Accel, for_build
 
 FEATURE_PARAMS = {"async_dio": "zfs_async_dio_enabled", "zvol_dio": "zvol_dio_enabled"}
@@ -326,7 +326,7 @@ def thorough_skipped(g, in_doubt: bool) -> str:
 
 def settled_failure(item: pytest.Item) -> bool:
     """A failed case whose guest may be kept: it recorded only data outcomes
-    (suite/report/symptoms.py ``SETTLED``) and injected no fault."""
+    (suite/symptoms.py ``SETTLED``) and injected no fault."""
     return (item.get_closest_marker("zinject") is None
             and settled(s.kind for s in getattr(item, "ozfs_symptoms", [])))
 
@@ -416,7 +416,7 @@ def ondisk_check(request: pytest.FixtureRequest, case_dir: Path) -> Callable[...
 @pytest.fixture
 def symptom(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``symptom(kind, detail, row="")``: say how the case is failing (see
-    suite/report/symptoms.py), before the assert that fails it."""
+    suite/symptoms.py), before the assert that fails it."""
     def record(kind: str, detail: str = "", row: str = "") -> None:
         add_symptoms(request.node, [Symptom(kind, detail, row)])
     return record

@@ -117,7 +117,8 @@ class GroupingPlugin:
         if getattr(session.config, "workerinput", None) is None:
             return
         shapes = {i.nodeid: k for i in session.items if (k := self._key(i))}
-        write_shapes(self.run_dir, shapes)
+        if shapes:                  # none: no results folder for the scheduler to read
+            write_shapes(self.run_dir, shapes)
 
     @pytest.hookimpl(tryfirst=True, optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log):

@@ -29,7 +29,7 @@ from suite.plugin.shards import hand_on_case_times, take_case_times
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 import suite.plugin.expected as expected
 from suite.report.repro import write_reproducer
-from suite.report.symptoms import CaseVerdict, Symptom
+from suite.symptoms import CaseVerdict, Symptom
 from suite.vm import cpus
 
 MARKERS = [
@@ -61,7 +61,7 @@ CASE_MARK = "ozfs_case"          # set on items that use the build under test
 DEFAULT_CASE_DEADLINE = float(os.environ.get("OZFS_VMCI_CASE_DEADLINE", "300"))
 DEADLINE_SCALE = pytest.StashKey[float]()
 GUEST_CPUS = pytest.StashKey["cpus.GuestCpus"]()
-INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # set by suite/report/sessions.py run_cases
+INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # set by suite/sessions.py run_cases
 
 
 
@@ -201,6 +201,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 items[:] = [i for i in items if not i.get_closest_marker(marker)]
 
 
+def has_cases(items: list[pytest.Item]) -> bool:
+    """The session runs cases of the build under test: only such a session makes a
+    results folder (the harness's own self-tests leave none)."""
+    return any(i.get_closest_marker(m) is not None for i in items
+               for m in (CASE_MARK, "vm", "guest"))
+
+
 WORKER_COLLECTION = "collection.json"      # what an xdist worker selected
 _DESELECTED = pytest.StashKey[int]()
 
@@ -214,7 +221,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """An xdist worker writes what it selected: the controller collects nothing, and
     the report's "what ran" needs the counts (every worker writes the same)."""
-    if getattr(session.config, "workerinput", None) is None:
+    if getattr(session.config, "workerinput", None) is None or not has_cases(session.items):
         return
     deselected = session.config.stash.get(_DESELECTED, 0)
     paths.write_json(session.config.stash[RUN_DIR] / WORKER_COLLECTION,

@@ -23,7 +23,7 @@ from pathlib import Path
 from suite import paths
 from suite.report.gate import state
 from suite.report.runreport import slug
-from suite.report.sessions import load_verdicts, run_cases
+from suite.sessions import load_verdicts, run_cases
 
 DEFAULT_TRIALS = 29          # trials_needed(rate=0.1)
 

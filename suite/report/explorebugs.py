@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.report.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict, Symptom, SymptomSpec
+from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug
 
 SUMMARY = "cases/*/explore/summary.json"          # under a run folder

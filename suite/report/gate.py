@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report.sessions import load_verdicts, run_cases
-from suite.report.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict
+from suite.sessions import load_verdicts, run_cases
+from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict
 
 CLASSES = ("regression", "inconclusive", "flaky", "fixed", "still failing",
            "not applicable on base", "unchanged pass")

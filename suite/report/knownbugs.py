@@ -34,8 +34,8 @@ from pathlib import Path
 from suite import paths
 from suite.report import explorebugs
 from suite.report.explorebugs import ExploreAt, ExplorePlan
-from suite.report.sessions import count, newest_session, run_cases
-from suite.report.symptoms import CaseVerdict, SymptomSpec, judge_case
+from suite.sessions import count, newest_session, run_cases
+from suite.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
 from suite.source import series
 

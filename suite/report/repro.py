@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from suite import paths
-from suite.report.symptoms import CaseVerdict
+from suite.symptoms import CaseVerdict
 
 CMD = re.compile(r"^\[[^\]]*\] \S+( background)? \$ (.*)$")
 SKIP = re.compile(r"(/sys/module/\$m/srcversion|^modinfo |^insmod |^rmmod |^modprobe -a |"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import zts
-from suite.report.sessions import count, run_cases, sessions_newest_first, skip_reasons
+from suite.sessions import count, run_cases, sessions_newest_first, skip_reasons
 
 
 @dataclass

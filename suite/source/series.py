@@ -28,7 +28,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.errors import SeriesError, SourceError
-from suite.report.symptoms import SymptomSpec
+from suite.symptoms import SymptomSpec
 from suite.source.objects import ObjectCache, Resolved, git, is_commit_id
 
 

@@ -21,7 +21,7 @@ import paramiko
 from suite.errors import GuestError
 
 if TYPE_CHECKING:
-    from suite.guest.ssh import Guest
+    from suite.vm.ssh import Guest
 
 T = TypeVar("T")
 PID_LINE = re.compile(rb"\x1eOZVM-PID (\d+)\n")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from suite.errors import BootTimeout, VMError
-from suite.guest.ssh import Guest
+from suite.vm.ssh import Guest
 from suite.vm import console
 from suite.vm.accel import Accel
 from suite.vm.console import ConsoleWatcher

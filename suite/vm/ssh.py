@@ -27,7 +27,7 @@ from typing import Callable
 import paramiko
 
 from suite.errors import GuestError, KernelTripped
-from suite.guest.channel import (Background, CmdResult, _Exec, failed, tail_detail, with_deadline,
+from suite.vm.channel import (Background, CmdResult, _Exec, failed, tail_detail, with_deadline,
                                  wrap)
 
 log = logging.getLogger(__name__)

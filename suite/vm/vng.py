@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from suite.errors import VMError
-from suite.guest.ssh import virtme_key
+from suite.vm.ssh import virtme_key
 from suite.locks import file_lock
 from suite.vm.accel import QEMU, guest_qemu
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from suite.report import phases as phase_report
 from suite.report.page.model import BuildRow, Case, CaseTable, Link, SideResult
-from suite.report.symptoms import CaseVerdict
+from suite.symptoms import CaseVerdict
 
 STAMP = re.compile(r"^(\d{8}-\d{6})")
 EVIDENCE_FIRST = ("summary.txt", "reason.txt", "dstate.txt", "sysrq-w.txt", "console-tail.txt")

@@ -295,7 +295,7 @@ def bugs(root: Path) -> Page:
     """``suite bugs``: each bug at its bad commit (must be caught) and at its fix
     (must be clean), judged again against the bug's symptom."""
     from suite.report.knownbugs import Outcome, judge_session
-    from suite.report.sessions import count
+    from suite.sessions import count
     specs = known_bugs()
     outcomes, cases, sides = [], [], []
     table = Grid(("bug", "commit", "role", "caught", "passed", "inconclusive", "verdict"))
