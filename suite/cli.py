@@ -101,6 +101,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from suite.report.gate import run_gate
     from suite.report.runreport import markdown, print_verdict, write_reports
     from suite.source import series
+    if args.pr or args.head:
+        pull_into_series(args)
+    if not args.series:
+        raise SuiteError("gate what? give --series NAME, --pr N or --head URL@REF",
+                         fix="e.g. python -m suite gate --pr 18902 -- -n 2")
     name = args.series.split("@", 1)[0]
     manifests = series.available()
     folder = name not in manifests and Path(name).is_dir()
@@ -124,6 +129,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
             f.write(markdown(g))
     from suite.report.gate import verdict
     return verdict(g.classes)[0]
+
+
+def pull_into_series(args: argparse.Namespace) -> None:
+    """``--pr N[@COMMIT]`` / ``--head URL@REF``: the pull request's commits exported as
+    a patch folder (the series) on its merge-base with its target (the base)."""
+    from suite.source import pulls
+    from suite.source.objects import ObjectCache
+    if args.series:
+        raise SuiteError("--series and --pr/--head both name what to gate",
+                         fix="give one of them")
+    cache = ObjectCache()
+    if args.pr:
+        pull = pulls.pull_request(cache, args.pr, target=args.target)
+    else:
+        url, ref, at = pulls.parse_head(args.head)
+        pull = pulls.resolve_pull(cache, url, ref, at, target=args.target)
+    folder = pulls.export_patches(cache, pull)
+    print(f"==> gate {pull.describe(cache)}; patches {folder}", flush=True)
+    args.series, args.zfs_ref = str(folder), args.zfs_ref or pull.base
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -293,7 +317,15 @@ def parser() -> argparse.ArgumentParser:
     kb.set_defaults(func=cmd_bugs)
     gt = sub.add_parser("gate", help="run cases at the series' base and at base+series; "
                                      "sort each case (regression, fixed, ...); exit 0/1/2")
-    gt.add_argument("--series", required=True, help="NAME, NAME@COMMIT (base: the "
+    gt.add_argument("--pr", default="", metavar="N[@COMMIT]",
+                    help="an openzfs/zfs pull request by number (refs/pull/N/head, fetched "
+                         "through the object cache): its commits on their merge-base with "
+                         "--target; @COMMIT stops at one of its commits")
+    gt.add_argument("--head", default="", metavar="URL@REF[@COMMIT]",
+                    help="any fork's branch, tag or commit, gated like a pull request")
+    gt.add_argument("--target", default="master",
+                    help="--pr/--head: the upstream branch it targets (default master)")
+    gt.add_argument("--series", default="", help="NAME, NAME@COMMIT (base: the "
                                                      "manifest's) or a folder of *.patch")
     gt.add_argument("--zfs-ref", default="", help="the base: a tag, branch or commit (a "
                                                   "backport: zfs-2.3.9 and a patch folder)")
