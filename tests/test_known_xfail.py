@@ -131,3 +131,7 @@ def test_expected_outcomes_by_rule():
     assert expected("c.py::test_c[a]", True, ["EIO: x"], [f]) is None
     assert expected("c.py::test_c[a]", False, [], [f]).outcome == "xpassed"
     assert expected("c.py::test_d", False, [], [f]) is None, "a pattern names no case outright"
+    assert expected("c.py::test_c[a]", False, [], [f], series=True) is None, \
+        "a series may carry its own fix: its pass is no news about upstream"
+    assert expected("c.py::test_c[a]", True, ["wrong-bytes: x"], [f], series=True).outcome \
+        == "xfailed"

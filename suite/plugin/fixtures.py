@@ -86,6 +86,7 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
         pytest.fail(f"no OpenZFS build under test, so nothing can be tested:\n{e}",
                     pytrace=False)
     run_ctx.config.stash[expected.BUILD_COMMIT] = str(record.source.get("commit") or "")
+    run_ctx.config.stash[expected.BUILD_SERIES] = bool(record.source.get("series"))
     out = run_ctx.run_dir / "build"
     out.mkdir(exist_ok=True)
     (out / f"record-{record.key}.json").write_text(record.to_json())
