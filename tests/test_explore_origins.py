@@ -85,9 +85,9 @@ def test_a_write_from_the_targets_own_mapping_writes_its_bytes_back(ddir: Path):
         "past EOF there is nothing to map: anon, and said so"
 
 
-def test_a_fixed_seed_draws_every_origin_op_and_tunable_cell():
+def test_a_fixed_seed_draws_every_origin_op_tunable_and_caller_cell():
     ch = Choices(params=tuple(sorted(param_table("file"))), zfs_ops=True)
-    r = reach.drawn(generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(20))
+    r = reach.drawn(generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(60))
     assert r.missing() == []
     assert set(TUNABLE_CHOICES) <= {t.split("=")[0] for t in r.tunables}
     # a build without a tunable never draws it

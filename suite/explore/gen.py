@@ -128,6 +128,10 @@ class Choices:
     # a sequence without them is the one it always was.
     origins: tuple[str, ...] = ORIGINS
     origin_share: float = 0.3
+    # of file sequences, those whose ops go through a loop device over the file (an
+    # in-kernel caller: suite/ioengine/explore/callers.py), its direct-io and sector
+    # size drawn with it. From a generator of its own: other sequences stay as they were.
+    loop_share: float = 0.25
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -367,6 +371,11 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         raise ValueError(f"file_size_max {file_size_max} leaves no room: give at least {2 * PAGE}")
     ch = choices or Choices()
     rng = random.Random(seed)
+    caller = draw_caller(seed, target, ch)
+    if caller:                  # a loop device: a block device's window and ops
+        target_ops = "blockdev"
+    else:
+        target_ops = target
     if target == "zvol":
         props, params = _zvol_conditions(rng, ch, seed)
     else:
@@ -377,13 +386,13 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         params.update(_pick(random.Random(f"tunables:{seed}"), ch.tunable_values,
                             tuple(ch.params)))
     g = _Gen(rng, file_size_max, _recordsize(props), ch, seed)
-    if target in BLOCK_TARGETS:
+    if target_ops in BLOCK_TARGETS:
         g.size = file_size_max
     else:
         g.size = min(file_size_max, rng.choice((0, 4196, 12000, 40000, 3 * PAGE, g.rec + 1000,
                                                 file_size_max // 2)))
     init = g.size
-    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target == "file" or k in BLOCK_OPS)
+    kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target_ops == "file" or k in BLOCK_OPS)
              and (ch.zfs_ops or k not in ZFS_OPS)]
     if not kinds:
         raise ValueError(f"choices.ops {ch.ops} leaves no op for a {target}: "
@@ -399,4 +408,14 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
             ops.append(Op("txg_sync"))
     ops.append(Op("verify"))
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
-                    init_size=init, file_size_max=file_size_max)
+                    init_size=init, file_size_max=file_size_max, caller=caller)
+
+
+def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:
+    """A file sequence's in-kernel caller (``Choices.loop_share`` of them), or {}."""
+    if target != "file" or ch.loop_share <= 0:
+        return {}
+    r = random.Random(f"caller:{seed}")
+    if r.random() >= ch.loop_share:
+        return {}
+    return {"kind": "loop", "dio": r.choice((0, 1)), "lbs": r.choice((512, 4096))}

@@ -103,6 +103,9 @@ class Sequence:
     target: str = "file"             # file | blockdev | zvol (a blockdev the session makes)
     init_size: int = 0
     file_size_max: int = 1 << 20
+    # Who issues the requests: {} the engine itself; {"kind": "loop", "dio": 0|1,
+    # "lbs": 512|4096} a loop device over the sequence's file (the ops go to it).
+    caller: dict[str, Any] = field(default_factory=dict)
 
     def with_ops(self, ops: list[Op] | tuple[Op, ...]) -> "Sequence":
         return replace(self, ops=tuple(ops))
@@ -112,6 +115,7 @@ class Sequence:
                 "init_size": self.init_size, "file_size_max": self.file_size_max,
                 "props": dict(sorted(self.props.items())),
                 "params": dict(sorted(self.params.items())),
+                **({"caller": dict(sorted(self.caller.items()))} if self.caller else {}),
                 "ops": [o.to_dict() for o in self.ops]}
 
     def to_json(self) -> str:
@@ -133,7 +137,8 @@ class Sequence:
                    params={k: int(v) for k, v in (d.get("params") or {}).items()},
                    ops=tuple(Op.from_dict(o) for o in d.get("ops") or ()),
                    target=str(d.get("target", "file")), init_size=int(d.get("init_size", 0)),
-                   file_size_max=int(d.get("file_size_max", 1 << 20)))
+                   file_size_max=int(d.get("file_size_max", 1 << 20)),
+                   caller=dict(d.get("caller") or {}))
 
     @classmethod
     def from_json(cls, text: str) -> "Sequence":
@@ -147,6 +152,10 @@ class Sequence:
         """The sequence for a person: its conditions, then one op a line
         (``mark``: the op that failed gets an arrow)."""
         lines = [f"seed {self.seed}, target {self.target}, initial size {self.init_size}"]
+        if self.caller:
+            c = self.caller
+            lines.append(f"the ops through a loop device over the file: losetup --direct-io="
+                         f"{'on' if c.get('dio') else 'off'} --sector-size {c.get('lbs')}")
         if self.props and self.target == "zvol":    # a zvol's properties are set at its birth
             lines.append(f"zfs create -V {self.file_size_max} " + " ".join(
                 f"-o {k}={v}" for k, v in sorted(self.props.items())) + " POOL/DATASET/VOL")

@@ -17,6 +17,9 @@ from suite.explore.ops import BUF_SOURCES, IO_OPS, ORIGINS, READS, Sequence
 ROWS = BUF_SOURCES + ORIGINS
 DIRECTIONS = ("read", "write")
 TUNABLES = {**PARAM_CHOICES, **TUNABLE_CHOICES}
+CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
+                                  for b in (512, 4096)] + \
+    [f"caller:loop direct={v}" for v in ("always", "disabled", "standard")]
 
 
 def direction(op: str) -> str:
@@ -29,8 +32,17 @@ def seq_cells(seq: Sequence) -> list[str]:
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
-    """The ``name=value`` a sequence runs under, of the tunables that change the path."""
-    return sorted(f"{k}={v}" for k, v in seq.params.items() if k in TUNABLES)
+    """The ``name=value`` a sequence runs under, of the tunables that change the path,
+    and who issues its requests (``caller:...``: the engine itself, or a loop device
+    with its direct-io and sector size, beside the dataset's ``direct``)."""
+    out = [f"{k}={v}" for k, v in seq.params.items() if k in TUNABLES]
+    c = seq.caller
+    if c.get("kind") == "loop":
+        out += [f"caller:loop dio={c.get('dio')} lbs={c.get('lbs')}",
+                f"caller:loop direct={seq.props.get('direct', '-')}"]
+    elif seq.target == "file":
+        out.append("caller:self")
+    return sorted(out)
 
 
 def run_cells(lines: Iterable[dict[str, Any]]) -> list[str]:
@@ -57,6 +69,7 @@ class Reach:
         ``params`` (those the build has)."""
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
+        want += CALLER_CELLS
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
 
@@ -89,6 +102,9 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
              f"  {'origin':20s} {'read':>12s} {'write':>12s}"]
     for row in ROWS:
         lines.append(f"  {row:20s} {cell(row + ':read'):>12s} {cell(row + ':write'):>12s}")
+    lines.append("who issues the requests: sequences")
+    for c in CALLER_CELLS:
+        lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")
     lines.append("tunable = value: sequences")
     for name in TUNABLES:
         vals = sorted(set(TUNABLES[name]))

@@ -42,7 +42,8 @@ from typing import Any
 
 from ..blockdev import wait_zvol, zvol_name
 from ..content import pattern
-from .model import Ctx, Model, Outcome
+from . import callers
+from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
 from .step import SOURCE_OPS, Step
 from .zfs import ZfsTools, destroy_snapshots
@@ -121,10 +122,15 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
+    loop = callers.make(seq.get("caller"), path, int(seq.get("file_size_max", 0)))
     # Said before it runs, like each op: a kernel that dies in the setup is named there.
-    emit({"event": "setup", "what": f"create {path}, write {len(init)} bytes, fsync, "
-          "POSIX_FADV_DONTNEED"})
+    emit({"event": "setup", "what": (f"losetup {'--direct-io=on ' if loop.dio else ''}"
+                                     f"--sector-size {loop.lbs} over {path}, " if loop else
+                                     f"create {path}, ") +
+          f"write {len(init)} bytes, fsync, POSIX_FADV_DONTNEED"})
     try:
+        if loop is not None:            # the ops go to the loop device over the file
+            path, blockdev = loop.attach(timeout_s), True
         target = Target(path, scratch, blockdev, timeout_s)
         lay_down(target, init)
     except OSError as e:
@@ -154,6 +160,10 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     finally:
         if not target.hung:
             target.close()
+    if loop is not None and not target.hung:
+        o = _backing_check(loop, ctx.model)
+        if o is not None and failed is None:
+            failed = (len(steps) - 1, o)
     done: dict[str, Any] = {"event": "explore-done", "ok": failed is None,
                             "failed_at": failed[0] if failed else None,
                             "kind": failed[1].kind if failed else None,
@@ -169,10 +179,20 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     if not keep and (problems := destroy_snapshots(ctx)):   # failing or not: they pile up
         emit({"event": "cleanup", "errors": problems})
     if failed is None and not keep:
-        for p in ([] if blockdev else [path]) + [target.shm_path, target.src_path]:
+        for p in ([] if blockdev else [path]) + [target.shm_path, target.src_path] + \
+                ([loop.backing] if loop is not None else []):
             if os.path.exists(p):
                 os.unlink(p)
     return EXIT_OK if failed is None else EXIT_FINDING
+
+
+def _backing_check(loop: callers.Loop, model: Model) -> Outcome | None:
+    """The loop device let go, its backing file must hold the model's bytes."""
+    why = loop.detach()
+    if why:
+        return Outcome("failed", "error:loop", why)
+    got = loop.backing_bytes(model.size)
+    return check_bytes(got, model, 0, f"the loop device's backing file {loop.backing}")
 
 
 def zvol_device(path: str, name: str, wait_s: float) -> str | None:

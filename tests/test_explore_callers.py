@@ -1,0 +1,83 @@
+"""Explore's in-kernel callers (suite/ioengine/explore/callers.py): a sequence whose
+ops go through a loop device over its file, here on a disk file system (root and
+loop devices needed: skipped, and said, where the machine has none)."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from suite.explore.gen import BLOCK_OPS, Choices, generate, sequence_seed
+from suite.explore.ops import Sequence
+from suite.ioengine.explore import callers
+from suite.ioengine.explore.model import Model
+from suite.ioengine.explore.run import _backing_check
+from test_explore import ALIGNED, _ops, ddir, run_engine  # noqa: F401  (ddir: a fixture)
+
+MIB = 1 << 20
+
+
+def loop_usable() -> str:
+    try:
+        p = subprocess.run(["losetup", "--find"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"losetup: {e}"
+    return "" if p.returncode == 0 else f"no free loop device here: {p.stderr.strip()}"
+
+
+def loop_sequence(dio: int, lbs: int) -> Sequence:
+    for k in range(200):
+        s = generate(sequence_seed(3, k), 30, "file", MIB, ALIGNED)
+        if s.caller:
+            return Sequence.from_dict({**s.to_dict(), "caller": {"kind": "loop", "dio": dio,
+                                                                 "lbs": lbs}})
+    raise AssertionError("no loop sequence in 200")
+
+
+def test_a_loop_sequence_takes_block_device_ops_and_says_so():
+    seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, Choices()) for k in range(60)]
+    loops = [s for s in seqs if s.caller]
+    assert 0.1 < len(loops) / len(seqs) < 0.45
+    for s in loops:
+        assert {o.op for o in s.ops} <= set(BLOCK_OPS) and s.init_size == 3 * MIB
+        assert s.caller["dio"] in (0, 1) and s.caller["lbs"] in (512, 4096)
+        assert "losetup --direct-io=" in s.render()
+        assert Sequence.from_json(s.to_json()) == s
+    plain = next(s for s in seqs if not s.caller)
+    assert "caller" not in plain.to_dict(), "a sequence without one reads as it always did"
+
+
+@pytest.mark.parametrize("dio,lbs", [(1, 4096), (0, 512)])
+def test_a_loop_sequence_runs_through_the_device_and_the_file_holds_the_model(
+        ddir: Path, dio: int, lbs: int):
+    why = loop_usable()
+    if why:
+        pytest.skip(why)
+    seq = loop_sequence(dio, lbs)
+    rc, lines = run_engine(ddir, seq, f"loop{dio}{lbs}")
+    assert rc == 0 and lines[-1]["ok"], [o for o in _ops(lines) if not o["ok"]]
+    setup = next(ln for ln in lines if ln["event"] == "setup")
+    assert f"--sector-size {lbs} over" in setup["what"]
+    assert ("--direct-io=on" in setup["what"]) == bool(dio)
+    assert not (ddir / f"loop{dio}{lbs}.bin").exists(), "a passing run removes its file"
+    listed = subprocess.run(["losetup", "-j", str(ddir / f"loop{dio}{lbs}.bin")],
+                            capture_output=True, text=True).stdout
+    assert listed == "", "the loop device was let go"
+
+
+def test_a_backing_file_that_differs_from_the_model_is_a_finding(tmp_path: Path):
+    f = tmp_path / "backing"
+    f.write_bytes(b"a" * 8192)
+    loop = callers.Loop(str(f), 8192, True, 4096)          # not attached: nothing to let go
+    assert _backing_check(loop, Model(b"a" * 8192)) is None
+    bad = _backing_check(loop, Model(b"a" * 4096 + b"b" * 4096))
+    assert bad is not None and bad.kind == "wrong-bytes" and "backing file" in bad.why
+
+
+def test_a_caller_the_engine_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="unknown caller"):
+        callers.make({"kind": "nfs"}, "/x", 4096)
+    with pytest.raises(ValueError, match="sector size"):
+        callers.make({"kind": "loop", "lbs": 1024}, "/x", 4096)
+    assert callers.make({}, "/x", 4096) is None
