@@ -189,6 +189,38 @@ def cmd_repro(args: argparse.Namespace) -> int:
     return run_repro(Path(args.case_dir), options_from(args), accel=args.accel)
 
 
+def cmd_findings(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from suite import paths
+    from suite.report import findings
+    from suite.report.repro import run_repro
+    reports = paths.patches_dir() / findings.REPORTS
+    if args.action == "list":
+        print(findings.table())
+        return 0
+    if not args.id:
+        raise SuiteError(f"findings {args.action}: which finding?",
+                         fix="give its id (python -m suite findings lists them)")
+    if args.action == "export":
+        roots = [Path(r) for r in args.results] or [paths.results_root()]
+        dest = findings.export(args.id, roots, Path(args.out) if args.out else reports)
+        print(f"wrote {dest / 'issue.md'} and its reproducer {dest / 'repro.sh'}")
+        return 0
+    exported = reports / args.id
+    findings.get(args.id)
+    if not (exported / "repro.sh").exists():
+        raise SuiteError(f"{args.id} has no exported reproducer in {exported}",
+                         fix=f"python -m suite findings export {args.id} --results DIR first")
+    case = Path(tempfile.mkdtemp(prefix=f"verify-{args.id}-"))
+    shutil.copytree(exported, case / "repro")
+    if not (args.zfs_ref or args.series or args.zfs_source):
+        args.zfs_ref = "master"                 # stock upstream unless told
+    return run_repro(case, options_from(args), accel=args.accel)
+
+
 def cmd_explore(args: argparse.Namespace) -> int:
     from suite.explore.lane import build_argv, print_draws, run_lane
     if args.draws:
@@ -356,6 +388,18 @@ def parser() -> argparse.ArgumentParser:
     add_build_options(rp.add_argument)
     rp.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     rp.set_defaults(func=cmd_repro)
+    fd = sub.add_parser("findings", help="known upstream findings: list them, export one as an "
+                                         "issue body with a standalone reproducer, or verify "
+                                         "its reproducer in a fresh guest (exit 1 reproduced)")
+    fd.add_argument("action", nargs="?", default="list", choices=("list", "export", "verify"))
+    fd.add_argument("id", nargs="?", default="", help="the finding's id")
+    fd.add_argument("--results", action="append", default=[], metavar="DIR",
+                    help="export: results folders to take the newest failing case from "
+                         "(default ./results)")
+    fd.add_argument("--out", default="", help="export: where (default patches/upstream/reports)")
+    add_build_options(fd.add_argument)
+    fd.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    fd.set_defaults(func=cmd_findings)
     ex = sub.add_parser("explore", help="seeded op sequences on a file of a dataset (or a zvol), "
                                         "every read checked "
                                         "against a model, a failure shrunk: exit 0 nothing "

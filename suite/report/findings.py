@@ -1,0 +1,131 @@
+"""Findings ready to file upstream: ``python -m suite findings``.
+
+``list`` prints the known upstream findings (``patches/upstream/findings.toml``): id,
+title, where seen, fixed by. ``export ID`` writes, for one finding, an issue body in
+OpenZFS's bug report form (system information, what happens, how to reproduce, the
+kernel's lines) and beside it a **standalone reproducer**: the ``repro/`` of the newest
+case in a results folder that failed (or xfailed) by that finding's symptoms, which the
+harness writes for every failed case (a shell script carrying the standard-library I/O
+engine as a zip, the plans or sequences it replays, what to expect). Nothing of the
+suite is needed to run it. ``verify ID`` runs that reproducer in a fresh guest on a
+build (stock master unless told): exit 1 reproduced, 0 not, 2 no reproducer or setup.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.errors import SuiteError
+from suite.report import upstream
+from suite.symptoms import CaseVerdict
+
+REPORTS = "upstream/reports"            # under patches/: the exported bodies, kept
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A case of a results folder that failed by the finding, and its reproducer."""
+    case_dir: Path
+    verdict: CaseVerdict
+
+    @property
+    def repro(self) -> Path:
+        return self.case_dir / "repro"
+
+
+def get(fid: str) -> upstream.UpstreamFinding:
+    found = {f.id: f for f in upstream.load()}
+    if fid not in found:
+        raise SuiteError(f"no upstream finding {fid!r}",
+                         fix=f"known: {', '.join(found)} (python -m suite findings)")
+    return found[fid]
+
+
+def table() -> str:
+    rows = ["| id | what | seen | fixed by |", "| --- | --- | --- | --- |"]
+    for f in upstream.load():
+        rows.append(f"| {f.id} | {f.title[:110]} | {f.seen[:80]} | {f.fixed_by or '-'} |")
+    return "\n".join(rows)
+
+
+def evidence(f: upstream.UpstreamFinding, roots: list[Path]) -> Evidence | None:
+    """The newest case under ``roots`` that failed (or xfailed) by ``f``'s symptoms
+    alone and left a reproducer."""
+    hits = []
+    for root in roots:
+        for vfile in root.glob("**/cases/*/verdict.json"):
+            try:
+                v = CaseVerdict.load(vfile)
+            except (OSError, ValueError, KeyError):
+                continue
+            if v.outcome in ("failed", "xfailed") and f.covers(v.nodeid, [str(s) for s in
+                                                                          v.symptoms]) \
+                    and (vfile.parent / "repro" / "repro.sh").exists():
+                hits.append((vfile.stat().st_mtime, Evidence(vfile.parent, v)))
+    return max(hits, key=lambda h: h[0])[1] if hits else None
+
+
+def system_table(case_dir: Path) -> list[str]:
+    """OpenZFS's "System information" table, from the run's build record."""
+    recs = sorted(case_dir.parent.parent.glob("build/record-*.json"))
+    rec = json.loads(recs[0].read_text()) if recs else {}
+    kernel, source = rec.get("kernel") or {}, rec.get("source") or {}
+    rows = [("Distribution Name", "Debian"), ("Distribution Version", "12 (bookworm)"),
+            ("Kernel Version", kernel.get("release", "?")), ("Architecture", "x86_64"),
+            ("OpenZFS Version", f"{source.get('describe', '?')} ({source.get('commit', '?')[:11]})")]
+    return ["Type | Version/Name", "--- | ---", *[f"{k} | {v}" for k, v in rows]]
+
+
+def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
+    v = ev.verdict
+    kernel = ev.case_dir / "evidence" / "console-tail.txt"
+    lines = ["### System information", "", *system_table(ev.case_dir), "",
+             "### Describe the problem you're observing", "", f.title, "",
+             f"Seen: {f.seen}." if f.seen else "", "",
+             "### Describe how to reproduce the problem", "",
+             "As root, on a machine with this OpenZFS loaded and its `zpool`/`zfs` on PATH, "
+             "with spare disks (they are destroyed):", "", "```sh",
+             f"bash repro.sh {' '.join(f'/dev/sdX{i}' for i in range(_devices(ev)))}",
+             "```", "",
+             "`repro.sh` (beside this file) creates the pool and dataset as the failing run "
+             "did, sets the module parameters, replays the requests with a small "
+             "standard-library Python engine it carries, and says what it expected and "
+             "what it saw: exit 1 reproduced, 0 not, 2 setup failed.", "",
+             "### Include any warning/errors/backtraces from the system logs", "",
+             "What the run recorded:", "", "```",
+             *[str(s) for s in v.symptoms][:12], "```"]
+    if kernel.exists():
+        tail = [ln for ln in kernel.read_text(errors="replace").splitlines()
+                if any(k in ln for k in ("VERIFY", "PANIC", "BUG", "WARNING", "Call Trace",
+                                         "+0x", "lockdep", "blocked for"))][:40]
+        if tail:
+            lines += ["", "The kernel's lines:", "", "```", *tail, "```"]
+    return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+def _devices(ev: Evidence) -> int:
+    exp = ev.repro / "expected.json"
+    try:
+        return int(json.loads(exp.read_text()).get("devices", 1))
+    except (OSError, ValueError):
+        return 1
+
+
+def export(fid: str, roots: list[Path], out: Path) -> Path:
+    """``out/<id>/issue.md`` and the reproducer beside it; the folder."""
+    f = get(fid)
+    ev = evidence(f, roots)
+    if ev is None:
+        raise SuiteError(f"{fid}: no case under {', '.join(map(str, roots))} failed by this "
+                         "finding's symptoms and left a reproducer",
+                         fix="run one of its cases first (python -m suite findings shows "
+                             f"them: {', '.join(f.cases)}) and give that results folder")
+    dest = out / fid
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(ev.repro, dest)
+    (dest / "issue.md").write_text(body(f, ev))
+    (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\n{ev.case_dir}\n")
+    return dest

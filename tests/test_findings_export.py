@@ -1,0 +1,70 @@
+"""Findings ready to file (suite/report/findings.py): the newest case that failed by a
+finding's symptoms gives the issue body its system table and lines, and its reproducer
+goes beside it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite.errors import SuiteError
+from suite.report import findings
+from suite.symptoms import CaseVerdict, Symptom
+
+FINDINGS = '''
+[[findings]]
+id = "stale-read"
+title = "An O_DIRECT read returns a freed record"
+cases = ["test_corpus[stale]"]
+kinds = ["wrong-bytes"]
+seen = "stock abc on Linux 6.1"
+'''
+
+
+def case(run: Path, name: str, outcome: str, kind: str) -> Path:
+    d = run / "cases" / name
+    (d / "repro").mkdir(parents=True)
+    (d / "repro" / "repro.sh").write_text("#!/bin/sh\nexit 1\n")
+    (d / "repro" / "expected.json").write_text(json.dumps({"devices": 2}))
+    (d / "verdict.json").write_text(CaseVerdict(f"cases/t.py::{name}", outcome,
+                                                [Symptom(kind, "op 3: 4096 wrong bytes")],
+                                                "r").to_json())
+    (run / "build").mkdir(exist_ok=True)
+    (run / "build" / "record-k.json").write_text(json.dumps(
+        {"kernel": {"release": "6.1.0-57-amd64"},
+         "source": {"describe": "zfs-2.4.99-1-gbe7657e3f2", "commit": "be7657e3f2788c4e"}}))
+    return d
+
+
+@pytest.fixture
+def manifests(tmp_path, monkeypatch):
+    (tmp_path / "patches" / "upstream").mkdir(parents=True)
+    (tmp_path / "patches" / "upstream" / "findings.toml").write_text(FINDINGS)
+    monkeypatch.setenv("OZFS_VMCI_PATCHES", str(tmp_path / "patches"))
+    return tmp_path
+
+
+def test_export_writes_the_issue_and_the_reproducer_of_a_failing_case(manifests):
+    run = manifests / "results" / "r1"
+    case(run, "test_corpus[stale]", "xfailed", "wrong-bytes")
+    case(run, "test_other", "failed", "wrong-bytes")          # not the finding's case
+    dest = findings.export("stale-read", [manifests / "results"], manifests / "out")
+    issue = (dest / "issue.md").read_text()
+    assert "Kernel Version | 6.1.0-57-amd64" in issue
+    assert "OpenZFS Version | zfs-2.4.99-1-gbe7657e3f2 (be7657e3f27)" in issue
+    assert "An O_DIRECT read returns a freed record" in issue and "stock abc" in issue
+    assert "bash repro.sh /dev/sdX0 /dev/sdX1" in issue
+    assert "wrong-bytes: op 3: 4096 wrong bytes" in issue
+    assert (dest / "repro.sh").read_text().startswith("#!/bin/sh")
+    assert "test_corpus[stale]" in (dest / "source.txt").read_text()
+
+
+def test_no_case_failed_by_it_says_what_to_run(manifests):
+    run = manifests / "results" / "r1"
+    case(run, "test_corpus[stale]", "failed", "EIO")         # another symptom: not it
+    with pytest.raises(SuiteError, match="no case under"):
+        findings.export("stale-read", [manifests / "results"], manifests / "out")
+    with pytest.raises(SuiteError, match="no upstream finding"):
+        findings.get("nope")
+    assert "stale-read" in findings.table()
