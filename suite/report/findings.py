@@ -19,6 +19,7 @@ from pathlib import Path
 
 from suite.errors import SuiteError
 from suite.report import upstream
+from suite.report.repro import write_reproducer
 from suite.symptoms import CaseVerdict
 
 REPORTS = "upstream/reports"            # under patches/: the exported bodies, kept
@@ -122,10 +123,12 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
                          "finding's symptoms and left a reproducer",
                          fix="run one of its cases first (python -m suite findings shows "
                              f"them: {', '.join(f.cases)}) and give that results folder")
+    write_reproducer(ev.case_dir, ev.verdict.nodeid, ev.verdict)   # with today's translation
     dest = out / fid
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(ev.repro, dest)
     (dest / "issue.md").write_text(body(f, ev))
-    (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\n{ev.case_dir}\n")
+    (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
+                                     f"case folder {ev.case_dir.name}\n")
     return dest

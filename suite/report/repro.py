@@ -39,6 +39,7 @@ TOOL = re.compile(r"(?:LD_LIBRARY_PATH=\S+ )?\S*/(?:\.libs/)?(zpool|zfs|zinject|
 ENGINE = re.compile(r"PYTHONPATH=\S+ (?:\S+ -m suite\.ioengine|bash \S+/client\.sh \S+ \S+)(?= |$)")
 PLAN = re.compile(r"/tmp/ozfs-engine/(\S+?\.(?:plan|seq)\.json)")   # seq: suite explore
 DEVICE = re.compile(r"/dev/nvme(\d+)n1\b")
+LIBDIR = re.compile(r" --zfs-libdir \S+")
 
 
 def case_commands(log: str) -> list[tuple[str, bool]]:
@@ -84,6 +85,7 @@ def translate(cmd: str) -> str | None:
     if SKIP.search(cmd):
         return None
     cmd = TOOL.sub(lambda m: m.group(1), cmd)
+    cmd = LIBDIR.sub("", cmd)               # the guest's own tools need no build libraries
     cmd = ENGINE.sub("engine", cmd)
     cmd = PLAN.sub(lambda m: f'"$HERE/{m.group(1)}"', cmd)
     return DEVICE.sub(lambda m: f'"$DEV{m.group(1)}"', cmd)
