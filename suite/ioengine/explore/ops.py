@@ -49,6 +49,19 @@ def _refused(err: int, stage: str | None, s: Step, buf: IoBuffer) -> Outcome | N
     return None
 
 
+def _issue(ctx: Ctx, s: Step, buf: IoBuffer,
+           write: bool) -> tuple[int | None, int, str | None, Racer | None]:
+    """The request, its buffer armed (a hole made) and raced where the op says, then
+    disarmed unless the request never came back: (res, errno, stage, racer)."""
+    buf.arm()
+    with _racer(ctx, s, buf) as racer:
+        res, err, stage = ctx.target.issue(write, s.iface, s.direct, s.off, buf,
+                                           s.op in ("preadv", "pwritev"))
+    if not ctx.target.hung:
+        buf.disarm()
+    return res, err, stage, racer
+
+
 def _want(ctx: Ctx, s: Step, data: bytes | None) -> Want:
     """What a page origin needs: a write's bytes, the target's descriptor (a mapping
     of the request's own range), the request's offset and the target's size."""
@@ -85,12 +98,7 @@ def op_read(ctx: Ctx, s: Step) -> Outcome:
     buf = IoBuffer(s.buf, s.len, s.buf_off, _segs(s), ctx.target.shm_path, for_read=True,
                    want=_want(ctx, s, None))
     try:
-        buf.arm()
-        with _racer(ctx, s, buf) as racer:
-            res, err, stage = ctx.target.issue(False, s.iface, s.direct, s.off, buf,
-                                               s.op == "preadv")
-        if not ctx.target.hung:
-            buf.disarm()
+        res, err, stage, racer = _issue(ctx, s, buf, write=False)
         judge = _judge_holed_read if buf.hole is not None else _judge_read
         o = judge(ctx, s, buf, res, err, stage)
         o.extra.update(_buffer_note(s, buf, racer))
@@ -181,12 +189,7 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
         if buf.used == "map_target" and (bad := check_bytes(data, ctx.model, s.off,
                                                            "the target's own mapping")):
             return bad              # the page cache disagrees before the write
-        buf.arm()
-        with _racer(ctx, s, buf) as racer:
-            res, err, stage = ctx.target.issue(True, s.iface, s.direct, s.off, buf,
-                                               s.op == "pwritev")
-        if not ctx.target.hung:
-            buf.disarm()
+        res, err, stage, racer = _issue(ctx, s, buf, write=True)
         judge = _judge_holed_write if buf.hole is not None else _judge_write
         o = judge(ctx, s, buf, data, res, err, stage)
         o.extra.update(_buffer_note(s, buf, racer))
