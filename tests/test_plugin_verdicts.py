@@ -196,7 +196,8 @@ def test_zts_and_perf_cases_run_only_when_asked_and_zts_lands_in_junit(pytester)
 def test_a_session_without_cases_of_the_build_leaves_no_results_folder(pytester, workers):
     """The harness's own self-tests are such a session: no report line that says
     INCONCLUSIVE under pytest's green one, no folder left behind."""
-    pytester.makepyfile(test_plain="def test_p():\n    pass\n\ndef test_q():\n    pass\n")
+    pytester.makepyfile(test_plain="import pytest\n\npytestmark = pytest.mark.vm\n\n"
+                                   "def test_p():\n    pass\n\ndef test_q():\n    pass\n")
     res = run(pytester, *workers)
     res.assert_outcomes(passed=2)
     assert res.ret == 0

@@ -205,7 +205,7 @@ def has_cases(items: list[pytest.Item]) -> bool:
     """The session runs cases of the build under test: only such a session makes a
     results folder (the harness's own self-tests leave none)."""
     return any(i.get_closest_marker(m) is not None for i in items
-               for m in (CASE_MARK, "vm", "guest"))
+               for m in (CASE_MARK, "guest"))
 
 
 WORKER_COLLECTION = "collection.json"      # what an xdist worker selected
