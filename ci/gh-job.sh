@@ -17,6 +17,8 @@
 #   ZFS_REF         branch, tag or commit of it (default: the series' base)
 #   SELECTION       pytest -k expression (default: zvol-dio "zvol", async-dio "not zvol",
 #                   none: every case)
+#   PR              gate mode: an openzfs/zfs pull request number, N or N@COMMIT
+#                   (suite gate --pr: its base is the merge-base with master)
 #   MODE            cases | gate | zts (gate: base vs base+series; zts: the ZTS lane,
 #                   OpenZFS's own direct/async tags on the same build; see README)
 #   RESULTS         results folder (default ./results/gh)
@@ -34,6 +36,7 @@ CMD="${1:-run}"
 SERIES="${SERIES:-async-dio}"
 KERNEL="${KERNEL:-debian-6.1}"
 ZFS_REPOSITORY="${ZFS_REPOSITORY:-openzfs/zfs}"
+PR="${PR:-}"
 ZFS_REF="${ZFS_REF:-}"
 SELECTION="${SELECTION:-}"
 [ -n "$SELECTION" ] && SELECTION_SET=1
@@ -76,9 +79,13 @@ case "$CMD" in
       exit 0
     fi
     if [ "$MODE" = "gate" ]; then
-      [ "$SERIES" != "none" ] || { echo "MODE=gate needs a SERIES" >&2; exit 2; }
       export OZFS_VMCI_RESULTS="$RESULTS"       # gate-<time>/ with junit, markdown, HTML
-      cmd=(python3 -m suite gate --series "$SERIES" --kernel "$KERNEL")
+      if [ -n "$PR" ]; then
+        cmd=(python3 -m suite gate --pr "$PR" --kernel "$KERNEL")
+      else
+        [ "$SERIES" != "none" ] || { echo "MODE=gate needs a SERIES or a PR" >&2; exit 2; }
+        cmd=(python3 -m suite gate --series "$SERIES" --kernel "$KERNEL")
+      fi
       [ -n "$SELECTION" ] && cmd+=(-k "$SELECTION")
       cmd+=(-- -n "$JOBS")
     elif [ "$MODE" = "zts" ]; then
