@@ -88,6 +88,9 @@ def test_dry_run_builds_the_command_from_the_inputs():
     gate = job("--dry-run", "run", MODE="gate", SELECTION="eof")
     line = next(ln for ln in gate.splitlines() if "suite gate" in ln)
     assert "--series async-dio" in line and "-k eof" in line and line.endswith("-- -n 2")
+    pr = job("--dry-run", "run", MODE="gate", PR="18902@264aa8432d", SELECTION="eof")
+    line = next(ln for ln in pr.splitlines() if "suite gate" in ln)
+    assert "--pr 18902@264aa8432d" in line and "--series" not in line and "-k eof" in line
 
 
 def test_cache_key_follows_the_commit_not_the_run():
