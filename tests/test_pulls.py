@@ -37,6 +37,7 @@ def test_its_patches_apply_on_the_base_to_the_pull_requests_tree(pr, tmp_path):
     p = pulls.pull_request(cache, "#7", upstream=pr.upstream.as_uri())
     folder = pulls.export_patches(cache, p, tmp_path / "pulls")
     assert len(list(folder.glob("*.patch"))) == 3
+    assert folder.name == f"zfs-7-{pr.series[-1][:12]}", "the gate's label names the PR"
     base = cache.resolve(pr.upstream.as_uri(), pr.base)
     tree = series.resolve(cache, base, series.parse_selection(str(folder)))
     assert tree.tree == cache.tree_of(pr.series[-1])

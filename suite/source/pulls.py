@@ -97,7 +97,8 @@ def pull_request(cache: ObjectCache, spec: str, target: str = "master",
 def export_patches(cache: ObjectCache, pull: PullHead, root: Path | None = None) -> Path:
     """The pull request's commits as ``*.patch`` files (git format-patch), in a
     folder of the cache named by its head: what ``--series FOLDER`` applies."""
-    dest = (root or paths.cache_root() / "pulls") / slug(pull.url) / pull.head[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", pull.label.split("/")[-1])      # zfs#18902
+    dest = (root or paths.cache_root() / "pulls") / slug(pull.url) / f"{name}-{pull.head[:12]}"
     if not any(dest.glob("*.patch")):
         dest.mkdir(parents=True, exist_ok=True)
         cache.run("format-patch", "--quiet", "-o", str(dest), f"{pull.base}..{pull.head}")
