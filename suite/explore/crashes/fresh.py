@@ -37,6 +37,7 @@ class FreshGuests:
         assert old is not None
         watch = old.watch
         old.zfs.guest.set_tripwire(None)
+        old.fit = False             # the case's teardown must not ask it for its dataset
         self.guests.recycle()
         self.log(f"explore: booting a fresh guest ({why[:160]})")
         new = self.guests.acquire(old.shape, self.case_dir / "commands.log")
