@@ -295,14 +295,14 @@ class Explorer:
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
         self.last_timing = engine_timing(out.lines, self.clock() - t)
         self.last_lines = out.lines
-        if out.trip is None:
-            v = judge(out.lines, len(seq.ops), out.rc, out.stderr)
+        v = judge(out.lines, len(seq.ops), out.rc, out.stderr) if out.trip is None \
+            else trip_verdict(out.trip, out.lines)
+        if out.trip is not None:
+            self.log(f"explore: {name}: {out.trip.label()}")
+        if out.trip is None or out.trip.guest_fit:      # the guest still holds its target
             self.targets.release(run, v)
         else:
-            v = trip_verdict(out.trip, out.lines)
-            self.log(f"explore: {name}: {out.trip.label()}")
-            if not out.trip.guest_fit:
-                self.replace_guest(f"{name}: {out.trip.label()}")
+            self.replace_guest(f"{name}: {out.trip.label()}")
         self.last[seq.key()] = v
         return v
 
