@@ -81,12 +81,12 @@ class StreamingRunner:
                 if quiet is not None or now > deadline:
                     trip = self._hang(bg, lines, quiet if quiet is not None else now - t0,
                                       seq_file.name, t0)
-                    out.write_text(bg.result().stdout)
-                    return RunOutput(parse_lines(bg.result().stdout), None,
-                                     bg.result().stderr, trip)
+                    r = bg.result()             # what it printed before it was killed
+                    out.write_text(r.stdout)
+                    return RunOutput(parse_lines(r.stdout), None, r.stderr, trip)
         except GuestError as e:
-            lines = parse_lines(bg.result().stdout)
-            return self._tripped(e, lines, out, seen_before, t0, bg.result().stdout)
+            r = bg.result()
+            return self._tripped(e, parse_lines(r.stdout), out, seen_before, t0, r.stdout)
         r = bg.result()
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
@@ -131,12 +131,12 @@ class StreamingRunner:
                 bg.poll(5 * scale)
             except GuestError:
                 break
-            if bg.result().rc is not None or bg.lost:
+            if self._ended(bg):
                 break
         fit = False
         try:
             left = guest.run(DSTATE_SCRIPT, timeout=30 * scale, check=False, log=False).stdout
-            fit = (bg.result().rc is not None or bg.lost) and "state=D" not in left
+            fit = self._ended(bg) and "state=D" not in left
         except GuestError:
             pass
         where = ""
@@ -151,3 +151,8 @@ class StreamingRunner:
                 f"slowest op, {self.pace.slowest_s:.1f}s)")
         return Trip("hang", head, op, kind, tuple(stacks.splitlines()), fit,
                     self.clock() - t0, where)
+
+    @staticmethod
+    def _ended(bg: Any) -> bool:
+        """The command is gone: it exited, or its channel closed with it."""
+        return bg.result().rc is not None or bg.lost
