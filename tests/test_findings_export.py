@@ -68,3 +68,18 @@ def test_no_case_failed_by_it_says_what_to_run(manifests):
     with pytest.raises(SuiteError, match="no upstream finding"):
         findings.get("nope")
     assert "stale-read" in findings.table()
+
+
+def test_the_exported_text_names_no_path_of_the_machine_that_ran_it(tmp_path):
+    detail = ("VERIFY0(len) failed while running: LD_LIBRARY_PATH=/root/.cache/ozfs-vmci/builds/"
+              "0952858c5b969fbc/src/.libs /root/.cache/ozfs-vmci/builds/0952858c5b969fbc/src/"
+              "cmd/zpool import tank; PYTHONPATH=/work/main bash /work/main/suite/ioengine/"
+              "client.sh /tmp/ozfs-engine/srv /usr/bin/python3 (in flight)")
+    got = findings.scrub(detail)
+    assert got == "VERIFY0(len) failed while running: zpool import tank; the I/O engine (in flight)"
+    (tmp_path / "issue.md").write_text(detail)
+    (tmp_path / "repro.sh").write_text(f"# {detail}\nPAYLOAD='/root/.cache/ozfs-vmci/builds/x'\n")
+    findings.scrub_folder(tmp_path)
+    assert "/root" not in (tmp_path / "issue.md").read_text()
+    sh = (tmp_path / "repro.sh").read_text().splitlines()
+    assert "/root" not in sh[0] and sh[1] == "PAYLOAD='/root/.cache/ozfs-vmci/builds/x'"

@@ -13,6 +13,7 @@ build (stock master unless told): exit 1 reproduced, 0 not, 2 no reproducer or s
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,31 @@ from suite.report.repro import write_reproducer
 from suite.symptoms import CaseVerdict
 
 REPORTS = "upstream/reports"            # under patches/: the exported bodies, kept
+# What a run's text says about this machine that a maintainer's copy should not:
+# the build's tools by their cache path, the engine's launcher, the checkout.
+SCRUB = ((re.compile(r"LD_LIBRARY_PATH=\S+ "), ""),
+         (re.compile(r"/\S*/builds/[0-9a-f]{16}/src/(?:\S*/)?(zpool|zfs|zinject|zdb)\b"), r"\1"),
+         (re.compile(r"PYTHONPATH=\S+ (?:bash \S+/client\.sh \S+ \S+|\S+ -m suite\.ioengine)"),
+          "the I/O engine"),
+         (re.compile(r"/\S*/builds/[0-9a-f]{16}/\S*"), "<build>"))
+
+
+def scrub(text: str) -> str:
+    """``text`` without the paths of the machine that ran it."""
+    for pat, rep in SCRUB:
+        text = pat.sub(rep, text)
+    return text
+
+
+def scrub_folder(dest: Path) -> None:
+    """The exported files' text scrubbed (a script's comment lines only: its payload
+    is data)."""
+    for p in dest.iterdir():
+        if p.suffix in (".md", ".json", ".txt"):
+            p.write_text(scrub(p.read_text()))
+        elif p.suffix == ".sh":
+            p.write_text("".join(scrub(ln) if ln.startswith("#") else ln
+                                 for ln in p.read_text().splitlines(keepends=True)))
 
 
 @dataclass(frozen=True)
@@ -131,4 +157,5 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
     (dest / "issue.md").write_text(body(f, ev))
     (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
                                      f"case folder {ev.case_dir.name}\n")
+    scrub_folder(dest)
     return dest
