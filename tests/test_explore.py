@@ -373,7 +373,9 @@ def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
         {"op": "sendfile", "direct": True, "off": 8192, "len": 16384, "src_off": 4096},
         {"op": "splice", "direct": False, "off": 1, "len": 70000, "src_off": 3},
         {"op": "mmap_read", "off": 900000, "len": 10}, {"op": "truncate", "size": 12000},
-        {"op": "fsync"}, {"op": "fdatasync"}, {"op": "syncfs"}, {"op": "evict"}, {"op": "verify"}]
+        {"op": "fsync"}, {"op": "fdatasync"}, {"op": "syncfs"}, {"op": "evict"}, {"op": "verify"},
+        {"op": "actors", "off": 8192, "len": 16384, "segs": 3, "size": 4, "data": 1},
+        {"op": "verify"}]
     seq = {"seed": 3, "init_size": 40000, "file_size_max": MIB, "ops": ops}
     rc, lines = run_engine(ddir, seq, "every")
     out = _ops(lines)
@@ -381,8 +383,8 @@ def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
     assert {o["op"] for o in out} == set(OP_KINDS) - set(ZFS_OPS)      # those: below
     assert {o["buf"] for o in out if "buf" in o} <= set(BUF_SOURCES)
     assert {o["buf"] for o in out if "buf" in o} >= set(BUF_SOURCES) - {"hugepage"}
-    assert out[-7]["outcome"] == "skipped"                    # an mmap read past EOF
-    assert lines[-1]["size"] == 12000
+    assert out[-9]["outcome"] == "skipped"                    # an mmap read past EOF
+    assert lines[-1]["size"] == 24576                         # the actors' window's end
     fallocs = [o for o in out if o["op"] in ("punch_hole", "zero_range")]
     assert all(o["outcome"] in ("ok", "unsupported") for o in fallocs)
 
@@ -850,7 +852,7 @@ def test_the_session_passes_the_zfs_commands_and_generates_zfs_ops(ddir: Path):
                  file_size_max=256 << 10)
     res = explore(LocalRunner(), s, 11, parse_budget("3x"), ALIGNED, log=lambda _: None,
                   zfs=zfs)
-    assert [r["state"] for r in res.runs] == ["ok"] * 3, res.runs
+    assert [r["state"] for r in res.runs] == ["ok"] * 3, [(r.get("kind"), r.get("why"), r.get("failed_at")) for r in res.runs]
     seqs = [Sequence.from_json(p.read_text()) for p in sorted((ddir / "zs-engine").glob("*.json"))]
     assert any(o.op in ("snapshot", "rollback") for q in seqs for o in q.ops)
     assert "zfs snapshot fake/ds@" in log.read_text()

@@ -41,7 +41,7 @@ MIB_2 = 2 << 20
 FILE_ONLY = {"truncate", "punch_hole", "zero_range", "copy_range", "clone_range",
              "snapshot", "rollback", "txg_sync"}
 ZVOL_OPS = {"pread", "preadv", "pwrite", "pwritev", "mmap_read", "mmap_write", "sendfile",
-            "splice", "fsync", "fdatasync", "syncfs", "evict", "verify"}
+            "splice", "fsync", "fdatasync", "syncfs", "evict", "verify", "actors"}
 HAVE = {"volblocksize", "volsize", "compression", "checksum", "sync", "primarycache"}
 # Misaligned O_DIRECT left out of runs on this machine (see tests/test_explore.py ALIGNED).
 ALIGNED = Choices(misaligned_share=0.0, params=("zvol_dio_enabled",))

@@ -65,7 +65,7 @@ OP_WEIGHTS: dict[str, int] = {
 # (regular files only), snapshot and roll back the dataset of a file.
 BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + ZFS_OPS
 BLOCK_TARGETS = tuple(t for t in TARGETS if t != "file")
-BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP)
+BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP) + ("actors",)
 # A zvol's own properties (``direct`` is a filesystem property in zvol-dio at
 # f194e02b0: the session keeps only those a zvol of the build has) and the
 # switch of the zvol Direct I/O path, on in two sequences of three.
@@ -132,6 +132,11 @@ class Choices:
     # in-kernel caller: suite/ioengine/explore/callers.py), its direct-io and sector
     # size drawn with it. From a generator of its own: other sequences stay as they were.
     loop_share: float = 0.25
+    # after an op, several actors on one window at once (the ``actors`` op: 2-4
+    # processes or threads, O_DIRECT against buffered and mmap writers, readers,
+    # punch, copy and truncate: suite/ioengine/explore/actors.py). From a generator of
+    # its own, so a sequence without them is the one it always was.
+    actors_share: float = 0.03
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -299,6 +304,17 @@ class _Gen:
             return self.snapshot_or_rollback(kind)
         return Op(kind)
 
+    def actors(self, r: random.Random, token: int) -> Op:
+        """Several actors on one page-aligned window (their programs are drawn in the
+        guest from the seed and ``token``): 2-4 of them, 3-8 requests each."""
+        n = PAGE * r.choice((4, 8, 16, 32))
+        n = min(n, self.limit - self.limit % PAGE)
+        off = r.randrange(max(1, (self.limit - n) // PAGE + 1)) * PAGE
+        self.size = max(self.size, off + n)
+        self.touched(off, n)
+        return Op("actors", off=off, len=n, segs=r.choice((2, 3, 4)), size=r.choice((3, 5, 8)),
+                  data=token)
+
     def snapshot_or_rollback(self, kind: str) -> Op:
         """A snapshot (its own data token), or a rollback, mostly to the latest
         snapshot, now and then past it (``-r``); with none taken yet, a snapshot."""
@@ -401,11 +417,18 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     ops: list[Op] = []
     syncs = random.Random(f"txg_sync:{seed}") if target == "zvol" and ch.zfs_ops \
         and "txg_sync" in ch.ops else None
-    for _ in range(max(0, n_ops - 1)):
+    crowd = random.Random(f"actors:{seed}")
+    drawn = crowds = 0
+    while drawn + crowds < n_ops - 1:       # an actors op takes the place of the last one
+        drawn += 1
         kind = rng.choices(kinds, weights)[0]
         ops.append(g.io(kind) if kind in READS + WRITES else g.other(kind))
         if syncs is not None and syncs.random() < ch.zvol_sync_share:
             ops.append(Op("txg_sync"))
+        if "actors" in ch.ops and crowd.random() < ch.actors_share and \
+                drawn + crowds < n_ops - 1:
+            crowds += 1
+            ops.append(g.actors(crowd, crowds))
     ops.append(Op("verify"))
     if params.get("zfs_vdev_direct_write_verify") == 0:
         # Without write verify a Direct I/O write whose buffer changes in flight may

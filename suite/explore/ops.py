@@ -26,7 +26,7 @@ SYNC_OPS = ("fsync", "fdatasync", "syncfs")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify")
+    ("evict", "verify", "actors")
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 # What a sequence runs on: a file, a block device, or a zvol the session makes per run.
@@ -41,6 +41,8 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "copy_range": ("off", "len", "src_off"), "clone_range": ("off", "len", "src_off"),
     "sendfile": ("direct", "off", "len", "src_off"), "splice": ("direct", "off", "len", "src_off"),
     "truncate": ("size",), "tamper": ("off", "len"),
+    # segs actors, size requests each, their programs drawn from the seed and data
+    "actors": ("off", "len", "segs", "size", "data"),
     "snapshot": ("data",), "rollback": ("data",),     # rollback: to the snapshot of that data
 }
 

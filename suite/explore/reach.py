@@ -22,13 +22,35 @@ CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
     [f"caller:loop direct={v}" for v in ("always", "disabled", "standard")]
 
 
+ACTOR_COUNTS = (1, 2, 3, 4)
+CALLER_KINDS = ("self", "loop dio=0", "loop dio=1")
+
+
+def caller_label(seq: Sequence) -> str:
+    """Who issues a sequence's requests, as a row of the caller x actors table."""
+    c = seq.caller
+    if c.get("kind") == "loop":
+        return f"loop dio={c.get('dio')}"
+    return "self" if seq.target == "file" else seq.target
+
+
+def crowd_cells(seq: Sequence, counts: Iterable[int] | None = None) -> list[str]:
+    """``actors:<caller>:<n>``: the caller with each number of actors the sequence ran
+    at once (1: its ordinary ops); ``counts`` are what the engine said it ran, else
+    what the sequence draws."""
+    got = set(counts) if counts is not None else \
+        {max(2, min(4, o.segs or 2)) for o in seq.ops if o.op == "actors"}
+    return sorted(f"actors:{caller_label(seq)}:{n}" for n in got | {1})
+
+
 def direction(op: str) -> str:
     return "read" if op in READS else "write"
 
 
 def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
-    return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS})
+    return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
+                  set(crowd_cells(seq)))
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -45,11 +67,16 @@ def seq_tunables(seq: Sequence) -> list[str]:
     return sorted(out)
 
 
-def run_cells(lines: Iterable[dict[str, Any]]) -> list[str]:
+def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> list[str]:
     """The cells a run executed: its finished reads and writes, by the buffer each
-    said it used."""
-    return sorted({f"{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
-                   if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")})
+    said it used; with ``seq``, its caller with the actors that ran at once."""
+    lines = list(lines)
+    cells = {f"{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
+             if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")}
+    if seq is not None and any(ln.get("event") == "op" for ln in lines):
+        cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
+                                       and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
+    return sorted(cells)
 
 
 @dataclass
@@ -70,6 +97,7 @@ class Reach:
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
         want += CALLER_CELLS
+        want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
 
@@ -102,6 +130,11 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
              f"  {'origin':20s} {'read':>12s} {'write':>12s}"]
     for row in ROWS:
         lines.append(f"  {row:20s} {cell(row + ':read'):>12s} {cell(row + ':write'):>12s}")
+    lines.append(f"who issues the requests x actors at once: sequences ({head})")
+    lines.append(f"  {'caller':20s} " + " ".join(f"{n:>12d}" for n in ACTOR_COUNTS))
+    for c in CALLER_KINDS:
+        lines.append(f"  {c:20s} " + " ".join(f"{cell(f'actors:{c}:{n}'):>12s}"
+                                               for n in ACTOR_COUNTS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

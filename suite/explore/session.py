@@ -391,7 +391,7 @@ class Explorer:
                                 "seconds": round(self.clock() - t, 2),
                                 "engine": self.last_timing,
                                 "cells": seq_cells(seq), "tunables": seq_tunables(seq),
-                                "executed": run_cells(self.last_lines),
+                                "executed": run_cells(self.last_lines, seq),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))

@@ -138,7 +138,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
               "error": f"{path}: {e}"})
         return EXIT_FAILED
     source = b""
-    if any(s.op in SOURCE_OPS for s in steps):
+    if any(s.op in SOURCE_OPS + ("actors",) for s in steps):      # actors copy from it
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
     ctx = Ctx(target, Model(init), seed, source, zfs)
     t0 = time.monotonic()
