@@ -155,3 +155,17 @@ def test_the_generator_draws_actors_and_the_json_keeps_them():
     got = [o for o in back.ops if o.op == "actors"][0]
     assert got.len % B == 0 and got.off % B == 0 and got.size >= 1 and got.data
     assert Op.from_dict(got.to_dict()) == got
+
+
+def test_the_shrinker_offers_fewer_actors_and_fewer_requests():
+    from suite.explore.shrink import simpler
+    op = Op("actors", off=0, len=8 * B, segs=4, size=8, data=1)
+    got = simpler(op)
+    assert replace_(op, segs=2) in got and replace_(op, size=4) in got
+    assert all(c.segs >= 2 for c in got)
+    assert simpler(Op("actors", off=0, len=B, segs=2, size=1, data=1)) == []
+
+
+def replace_(op: Op, **kw) -> Op:
+    from dataclasses import replace
+    return replace(op, **kw)

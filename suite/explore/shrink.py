@@ -93,7 +93,7 @@ def simpler(op: Op) -> list[Op]:
         out.append(replace(op, off=op.off - op.off % PAGE))
     if "len" in used and op.len > PAGE and op.len % PAGE:
         out.append(replace(op, len=op.len - op.len % PAGE))
-    if "len" in used and op.len > 1:
+    if "len" in used and op.len > 1 and not (op.op == "actors" and op.len < 2 * PAGE):
         half = op.len // 2
         if op.len % PAGE == 0 and op.len >= 2 * PAGE:
             half -= half % PAGE
@@ -102,7 +102,10 @@ def simpler(op: Op) -> list[Op]:
         out.append(replace(op, buf="anon" if op.buf == "anon_offset" else op.buf, buf_off=0))
     if "buf" in used and op.buf not in ("anon", "anon_offset"):
         out.append(replace(op, buf="anon"))
-    if "segs" in used and op.segs > 1:
+    if op.op == "actors":               # fewer actors, fewer requests each (at least 2 x 1)
+        out += [replace(op, segs=2)] if op.segs > 2 else []
+        out += [replace(op, size=max(1, op.size // 2))] if op.size > 1 else []
+    elif "segs" in used and op.segs > 1:
         out.append(replace(op, segs=1))
     if "iface" in used and op.iface != "sync":
         out.append(replace(op, iface="sync"))
