@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from suite.report.repro import case_commands, translate, write_reproducer
 from suite.symptoms import CaseVerdict, Symptom
 from test_dioengine import ddir, make_file  # noqa: F401,I001
@@ -141,3 +143,23 @@ def test_an_explore_reproducer_runs_only_the_confirmed_minimal_sequence():
     kept = [c for c, _ in only_the_finding(steps)]
     assert kept == [steps[0][0], steps[2][0], steps[5][0]]
     assert only_the_finding(steps[:4]) == steps[:4]      # nothing confirmed: all of it
+
+
+@pytest.mark.parametrize("kind,expect", [("paths-disagree", 1), ("wrong-bytes", 0)])
+def test_a_corpus_sequence_s_failure_is_judged_by_its_explore_result(tmp_path: Path, kind: str,
+                                                                     expect: int):
+    """A corpus case's symptom reads "NAME.json: failed at op N: ..." (not "explore
+    ..."): its replay is judged by the sequence's own result, not by trials it has none of."""
+    from suite.report.repro import JUDGE
+    rec = {"symptoms": [{"kind": kind, "detail": "truncate-after-clone.json: failed at op 6: "
+                         f"{kind}: verify of 8192 bytes", "row": ""}]}
+    (tmp_path / "expected.json").write_text(json.dumps(rec))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dmesg.txt").write_text("")
+    (out / "corpus.jsonl").write_text(json.dumps({"event": "explore-done", "ok": False,
+                                                  "kind": "paths-disagree"}) + "\n")
+    r = subprocess.run([sys.executable, "-c", JUDGE], capture_output=True, text=True,
+                       env={"HERE": str(tmp_path), "OUT": str(out)}, timeout=60)
+    assert r.returncode == expect, r.stdout + r.stderr
+    assert ("SAME" in r.stdout) == bool(expect)

@@ -138,7 +138,8 @@ for s in rec["symptoms"]:
                         r"Redzone|Poison", dmesg)
     elif kind in ("hang", "D-state", "no-result"):
         hit = hung
-    elif detail.startswith("explore "):     # a sequence of suite explore failed this way
+    elif detail.startswith("explore ") or (explored and not results):
+        # a sequence of suite explore (or of its corpus: "NAME.json: failed at op N") failed
         hit = any(not e.get("ok") and e.get("kind") == kind for e in explored)
     elif m and m.group(1) in results:
         hit = shows(kind, results[m.group(1)])
