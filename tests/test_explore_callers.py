@@ -29,7 +29,7 @@ def loop_usable() -> str:
 def loop_sequence(dio: int, lbs: int) -> Sequence:
     for k in range(200):
         s = generate(sequence_seed(3, k), 30, "file", MIB, ALIGNED)
-        if s.caller:
+        if s.caller.get("kind") == "loop":
             return Sequence.from_dict({**s.to_dict(), "caller": {"kind": "loop", "dio": dio,
                                                                  "lbs": lbs}})
     raise AssertionError("no loop sequence in 200")
@@ -37,7 +37,7 @@ def loop_sequence(dio: int, lbs: int) -> Sequence:
 
 def test_a_loop_sequence_takes_block_device_ops_and_says_so():
     seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, Choices()) for k in range(60)]
-    loops = [s for s in seqs if s.caller]
+    loops = [s for s in seqs if s.caller.get("kind") == "loop"]
     assert 0.1 < len(loops) / len(seqs) < 0.45
     for s in loops:
         assert {o.op for o in s.ops} <= set(BLOCK_OPS) and s.init_size == 3 * MIB
@@ -81,3 +81,68 @@ def test_a_caller_the_engine_does_not_know_is_refused():
     with pytest.raises(ValueError, match="sector size"):
         callers.make({"kind": "loop", "lbs": 1024}, "/x", 4096)
     assert callers.make({}, "/x", 4096) is None
+
+
+def caller_sequence(caller: dict) -> Sequence:
+    s = generate(sequence_seed(5, 0), 30, "file", MIB, ALIGNED)
+    return Sequence.from_dict({**s.to_dict(), "caller": caller})
+
+
+def test_file_systems_between_are_drawn_with_file_ops_and_no_zfs_op():
+    seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, Choices(zfs_ops=True))
+            for k in range(100)]
+    kinds = {s.caller.get("kind") for s in seqs}
+    assert {"loop", "loopfs", "overlay", None} == kinds
+    for s in seqs:
+        if s.caller.get("kind") in ("loopfs", "overlay"):
+            assert not {o.op for o in s.ops} & {"snapshot", "rollback", "txg_sync"}
+            assert Sequence.from_json(s.to_json()) == s
+    fs = next(s for s in seqs if s.caller.get("kind") == "loopfs")
+    assert "ext4 made and mounted on it" in fs.render()
+
+
+@pytest.mark.parametrize("caller", [{"kind": "loopfs", "dio": 1, "lbs": 4096},
+                                    {"kind": "loopfs", "dio": 0, "lbs": 512},
+                                    {"kind": "overlay"}])
+def test_a_file_system_between_runs_and_is_checked_and_let_go(ddir: Path, caller: dict):
+    why = loop_usable()
+    if why:
+        pytest.skip(why)
+    rc, lines = run_engine(ddir, caller_sequence(caller), f"fs-{caller['kind']}")
+    assert rc == 0 and lines[-1]["ok"], [o for o in _ops(lines) if not o["ok"]]
+    setup = next(ln for ln in lines if ln["event"] == "setup")["what"]
+    assert ("mkfs.ext4" in setup) == (caller["kind"] == "loopfs")
+    assert ("overlayfs" in setup) == (caller["kind"] == "overlay")
+    mounts = Path("/proc/mounts").read_text()
+    assert str(ddir) not in mounts, "the file system was unmounted"
+    assert not list(ddir.glob(f"fs-{caller['kind']}*.mnt")) and \
+        not list(ddir.glob(f"fs-{caller['kind']}*.upper")), "a passing run removes its folders"
+
+
+def test_an_ext4_that_does_not_check_clean_is_a_finding(tmp_path: Path):
+    why = loop_usable()
+    if why:
+        pytest.skip(why)
+    fs = callers.LoopFs(str(tmp_path / "backing"), MIB, True, 4096)
+    target = fs.attach()
+    Path(target).write_bytes(b"x" * 65536)
+    subprocess.run(["umount", fs.mnt], check=True)
+    with open(fs.backing, "r+b") as f:              # the first block group's descriptors
+        f.seek(4096)
+        f.write(bytes(4096))
+    bad = _backing_check(fs, Model(b"x" * 65536))
+    assert bad is not None and bad.kind == "fsck" and "e2fsck -fn exit" in bad.why, bad
+    assert subprocess.run(["losetup", "-j", fs.backing], capture_output=True,
+                          text=True).stdout == "", "the loop device was let go all the same"
+
+
+def test_an_overlay_upper_file_that_differs_from_the_model_is_a_finding(tmp_path: Path):
+    ov = callers.Overlay(str(tmp_path / "ov"), MIB)
+    for d in ov.dirs():
+        Path(d).mkdir()
+    (Path(ov.dirs()[1]) / "target").write_bytes(b"a" * 8192)
+    assert _backing_check(ov, Model(b"a" * 8192)) is None
+    bad = _backing_check(ov, Model(b"a" * 4096 + b"b" * 4096))
+    assert bad is not None and bad.kind == "wrong-bytes" and "upper file" in bad.why
+    short = _backing_check(ov, Model(b"a" * 9000))
+    assert short is not None and short.kind == "size"

@@ -87,7 +87,7 @@ def test_a_write_from_the_targets_own_mapping_writes_its_bytes_back(ddir: Path):
 
 def test_a_fixed_seed_draws_every_origin_op_tunable_and_caller_cell():
     ch = Choices(params=tuple(sorted(param_table("file"))), zfs_ops=True)
-    r = reach.drawn(generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(60))
+    r = reach.drawn(generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(100))
     assert r.missing() == []
     assert set(TUNABLE_CHOICES) <= {t.split("=")[0] for t in r.tunables}
     # a build without a tunable never draws it

@@ -132,6 +132,10 @@ class Choices:
     # in-kernel caller: suite/ioengine/explore/callers.py), its direct-io and sector
     # size drawn with it. From a generator of its own: other sequences stay as they were.
     loop_share: float = 0.25
+    # of the other file sequences, those whose file sits in a file system between the
+    # engine and the dataset: ext4 on a loop device over a file of the dataset (fsck'd
+    # at the end), or overlayfs with its upper layer on the dataset. File ops, no ZFS ops.
+    fs_share: float = 0.25
     # after an op, several actors on one window at once (the ``actors`` op: 2-4
     # processes or threads, O_DIRECT against buffered and mmap writers, readers,
     # punch, copy and truncate: suite/ioengine/explore/actors.py). From a generator of
@@ -388,10 +392,11 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     ch = choices or Choices()
     rng = random.Random(seed)
     caller = draw_caller(seed, target, ch)
-    if caller:                  # a loop device: a block device's window and ops
+    if caller.get("kind") == "loop":    # a loop device: a block device's window and ops
         target_ops = "blockdev"
     else:
         target_ops = target
+    zfs_ops = ch.zfs_ops and not caller     # a snapshot under a mounted file system: no
     if target == "zvol":
         props, params = _zvol_conditions(rng, ch, seed)
     else:
@@ -409,7 +414,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                                                 file_size_max // 2)))
     init = g.size
     kinds = [k for k in ch.ops if k in OP_WEIGHTS and (target_ops == "file" or k in BLOCK_OPS)
-             and (ch.zfs_ops or k not in ZFS_OPS)]
+             and (zfs_ops or k not in ZFS_OPS)]
     if not kinds:
         raise ValueError(f"choices.ops {ch.ops} leaves no op for a {target}: "
                          f"pick from {', '.join(OP_WEIGHTS)}")
@@ -441,10 +446,17 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
 
 
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:
-    """A file sequence's in-kernel caller (``Choices.loop_share`` of them), or {}."""
-    if target != "file" or ch.loop_share <= 0:
+    """A file sequence's in-kernel caller (``Choices.loop_share`` of them a loop
+    device; of the others ``Choices.fs_share`` a file system between: ext4 on a loop
+    device, or overlayfs), or {}."""
+    if target != "file":
         return {}
     r = random.Random(f"caller:{seed}")
-    if r.random() >= ch.loop_share:
+    if ch.loop_share > 0 and r.random() < ch.loop_share:
+        return {"kind": "loop", "dio": r.choice((0, 1)), "lbs": r.choice((512, 4096))}
+    f = random.Random(f"caller-fs:{seed}")
+    if f.random() >= ch.fs_share:
         return {}
-    return {"kind": "loop", "dio": r.choice((0, 1)), "lbs": r.choice((512, 4096))}
+    if f.random() < 0.5:
+        return {"kind": "overlay"}
+    return {"kind": "loopfs", "dio": f.choice((0, 1)), "lbs": f.choice((512, 4096))}

@@ -154,10 +154,14 @@ class Sequence:
         """The sequence for a person: its conditions, then one op a line
         (``mark``: the op that failed gets an arrow)."""
         lines = [f"seed {self.seed}, target {self.target}, initial size {self.init_size}"]
-        if self.caller:
-            c = self.caller
+        c = self.caller
+        if c.get("kind") == "overlay":
+            lines.append("the file opened through overlayfs, its upper layer on the dataset")
+        elif c:
             lines.append(f"the ops through a loop device over the file: losetup --direct-io="
-                         f"{'on' if c.get('dio') else 'off'} --sector-size {c.get('lbs')}")
+                         f"{'on' if c.get('dio') else 'off'} --sector-size {c.get('lbs')}" +
+                         (", ext4 made and mounted on it, the file in it (e2fsck -fn after)"
+                          if c.get("kind") == "loopfs" else ""))
         if self.props and self.target == "zvol":    # a zvol's properties are set at its birth
             lines.append(f"zfs create -V {self.file_size_max} " + " ".join(
                 f"-o {k}={v}" for k, v in sorted(self.props.items())) + " POOL/DATASET/VOL")

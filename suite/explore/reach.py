@@ -19,11 +19,12 @@ DIRECTIONS = ("read", "write")
 TUNABLES = {**PARAM_CHOICES, **TUNABLE_CHOICES}
 CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
                                   for b in (512, 4096)] + \
-    [f"caller:loop direct={v}" for v in ("always", "disabled", "standard")]
+    [f"caller:loop direct={v}" for v in ("always", "disabled", "standard")] + \
+    [f"caller:ext4 on loop dio={d}" for d in (0, 1)] + ["caller:overlay"]
 
 
 ACTOR_COUNTS = (1, 2, 3, 4)
-CALLER_KINDS = ("self", "loop dio=0", "loop dio=1")
+CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
 
 
 def caller_label(seq: Sequence) -> str:
@@ -31,6 +32,10 @@ def caller_label(seq: Sequence) -> str:
     c = seq.caller
     if c.get("kind") == "loop":
         return f"loop dio={c.get('dio')}"
+    if c.get("kind") == "loopfs":
+        return "ext4 on loop"
+    if c.get("kind") == "overlay":
+        return "overlay"
     return "self" if seq.target == "file" else seq.target
 
 
@@ -62,6 +67,10 @@ def seq_tunables(seq: Sequence) -> list[str]:
     if c.get("kind") == "loop":
         out += [f"caller:loop dio={c.get('dio')} lbs={c.get('lbs')}",
                 f"caller:loop direct={seq.props.get('direct', '-')}"]
+    elif c.get("kind") == "loopfs":
+        out.append(f"caller:ext4 on loop dio={c.get('dio')}")
+    elif c.get("kind") == "overlay":
+        out.append("caller:overlay")
     elif seq.target == "file":
         out.append("caller:self")
     return sorted(out)

@@ -124,13 +124,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
     loop = callers.make(seq.get("caller"), path, int(seq.get("file_size_max", 0)))
     # Said before it runs, like each op: a kernel that dies in the setup is named there.
-    emit({"event": "setup", "what": (f"losetup {'--direct-io=on ' if loop.dio else ''}"
-                                     f"--sector-size {loop.lbs} over {path}, " if loop else
-                                     f"create {path}, ") +
+    emit({"event": "setup", "what": (callers.describe(loop) if loop else f"create {path}, ") +
           f"write {len(init)} bytes, fsync, POSIX_FADV_DONTNEED"})
     try:
-        if loop is not None:            # the ops go to the loop device over the file
-            path, blockdev = loop.attach(timeout_s), True
+        if loop is not None:            # the ops go to the caller set up over the file
+            path, blockdev = loop.attach(timeout_s), loop.blockdev
         target = Target(path, scratch, blockdev, timeout_s)
         lay_down(target, init)
     except OSError as e:
@@ -179,20 +177,34 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     if not keep and (problems := destroy_snapshots(ctx)):   # failing or not: they pile up
         emit({"event": "cleanup", "errors": problems})
     if failed is None and not keep:
-        for p in ([] if blockdev else [path]) + [target.shm_path, target.src_path] + \
-                ([loop.backing] if loop is not None else []):
+        for p in ([] if blockdev or loop is not None else [path]) + \
+                [target.shm_path, target.src_path] + (loop.files() if loop is not None else []):
             if os.path.exists(p):
                 os.unlink(p)
+        if loop is not None:
+            callers.remove_dirs(loop)
     return EXIT_OK if failed is None else EXIT_FINDING
 
 
-def _backing_check(loop: callers.Loop, model: Model) -> Outcome | None:
-    """The loop device let go, its backing file must hold the model's bytes."""
+def _backing_check(loop: callers.Loop | callers.LoopFs | callers.Overlay,
+                   model: Model) -> Outcome | None:
+    """The caller let go: a loop device's backing file, an overlay's upper file must
+    hold the model's bytes; a file system on a loop device must check clean."""
     why = loop.detach()
+    if why and isinstance(loop, callers.LoopFs) and why.startswith("e2fsck"):
+        return Outcome("failed", "fsck", f"ext4 on the loop device over {loop.backing}: {why}")
     if why:
-        return Outcome("failed", "error:loop", why)
-    got = loop.backing_bytes(model.size)
-    return check_bytes(got, model, 0, f"the loop device's backing file {loop.backing}")
+        return Outcome("failed", "error:caller", why)
+    if isinstance(loop, callers.Loop):
+        got = loop.backing_bytes(model.size)
+        return check_bytes(got, model, 0, f"the loop device's backing file {loop.backing}")
+    if isinstance(loop, callers.Overlay):
+        got = loop.upper_bytes(model.size + 1)
+        if len(got) != model.size:
+            return Outcome("failed", "size", f"the overlay's upper file on the dataset has "
+                           f"{len(got)} bytes, the model {model.size}")
+        return check_bytes(got, model, 0, "the overlay's upper file on the dataset")
+    return None
 
 
 def zvol_device(path: str, name: str, wait_s: float) -> str | None:
