@@ -25,7 +25,7 @@ import hashlib
 import random
 from dataclasses import dataclass, field, replace
 
-from suite.explore.ops import (BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
+from suite.explore.ops import (CRASH_OPS, BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
 
 PAGE = 4096
@@ -63,7 +63,8 @@ OP_WEIGHTS: dict[str, int] = {
 # What a block device cannot do: change its size, fallocate (PUNCH_HOLE wants
 # WRITE_ZEROES, ZERO_RANGE 512-byte alignment), copy_file_range and FICLONERANGE
 # (regular files only), snapshot and roll back the dataset of a file.
-BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + ZFS_OPS
+BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + \
+    ZFS_OPS + CRASH_OPS
 BLOCK_TARGETS = tuple(t for t in TARGETS if t != "file")
 BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP) + ("actors",)
 # A zvol's own properties (``direct`` is a filesystem property in zvol-dio at
@@ -141,6 +142,11 @@ class Choices:
     # punch, copy and truncate: suite/ioengine/explore/actors.py). From a generator of
     # its own, so a sequence without them is the one it always was.
     actors_share: float = 0.03
+    # of file sequences with the ZFS commands, those with a crash point: ``freeze`` (zpool
+    # freeze) at a drawn op, ``crash`` (export + import, the ZIL replayed) a few ops
+    # later, no txg-syncing op between; what survived is judged against the durability
+    # model (suite/ioengine/explore/durable.py). From a generator of its own.
+    crash_share: float = 0.3
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -434,6 +440,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                 drawn + crowds < n_ops - 1:
             crowds += 1
             ops.append(g.actors(crowd, crowds))
+    if zfs_ops and target == "file" and "freeze" in ch.ops:
+        ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     ops.append(Op("verify"))
     if params.get("zfs_vdev_direct_write_verify") == 0:
         # Without write verify a Direct I/O write whose buffer changes in flight may
@@ -443,6 +451,23 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                for o in ops]
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max, caller=caller)
+
+
+def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+    """``share`` of the sequences: the op at a drawn index becomes ``freeze`` and the op
+    2-8 later ``crash``, where no snapshot, rollback or txg sync lies between (on a
+    frozen pool a txg is never written: only the ZIL keeps what is synced; and a
+    snapshot a later rollback names stays)."""
+    if len(ops) < 4 or r.random() >= share:
+        return ops
+    for _ in range(8):
+        i = r.randrange(len(ops) - 3)
+        j = min(len(ops) - 1, i + r.choice((2, 3, 5, 8)))
+        if not any(o.op in ZFS_OPS for o in ops[i:j + 1]):
+            out = list(ops)
+            out[i], out[j] = Op("freeze"), Op("crash")
+            return out
+    return ops
 
 
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:

@@ -11,9 +11,9 @@ from typing import Any
 # One list of interfaces and buffer sources: the guest's, which parses them.
 from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
-from suite.ioengine.explore.step import IFACES, ZFS_OPS, Step
+from suite.ioengine.explore.step import CRASH_OPS, IFACES, ZFS_OPS, Step
 
-__all__ = ["BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["CRASH_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
@@ -26,7 +26,7 @@ SYNC_OPS = ("fsync", "fdatasync", "syncfs")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify", "actors")
+    ("evict", "verify", "actors") + CRASH_OPS
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 # What a sequence runs on: a file, a block device, or a zvol the session makes per run.

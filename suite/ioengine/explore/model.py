@@ -91,6 +91,12 @@ class Ctx:
     source: bytes                   # the scratch source file's bytes (SOURCE_OPS)
     zfs: ZfsTools | None = None     # the guest's ZFS commands (ZFS_OPS), if given
     snaps: list[Snap] = field(default_factory=list)     # this run's, oldest first
+    # What must survive a crash (suite/ioengine/explore/durable.py), tracked where a
+    # crash can be made (a file on a dataset, the ZFS commands given); the pool frozen
+    # (``zpool freeze``: from now on only the ZIL keeps what is synced).
+    durable: Any = None
+    frozen: bool = False
+    sync_always: bool = False
 
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""

@@ -410,8 +410,15 @@ class Target:
             for q in self.queues.values():
                 q.close()
         for fd in (self.fd, self.dfd, self.src_fd):
-            if fd is not None:
+            if fd is not None and fd >= 0:
                 os.close(fd)
+        self.fd, self.dfd, self.src_fd = -1, None, None     # closed: reopen() opens them
+
+    def release(self) -> None:
+        """Every descriptor of the target closed (its pool can be exported); reopen()
+        opens them again."""
+        self._close_all()
+        self.queues.clear()
 
 
 def _sync(fd: int, write: bool, offset: int, buf: IoBuffer,

@@ -42,11 +42,11 @@ from typing import Any
 
 from ..blockdev import wait_zvol, zvol_name
 from ..content import pattern
-from . import callers
+from . import callers, durable
 from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
 from .step import SOURCE_OPS, Step
-from .zfs import ZfsTools, destroy_snapshots
+from .zfs import ZfsTools, destroy_snapshots, recover
 from .requests import Target
 from ..plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from ..trials import emit
@@ -139,6 +139,9 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     if any(s.op in SOURCE_OPS + ("actors",) for s in steps):      # actors copy from it
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
     ctx = Ctx(target, Model(init), seed, source, zfs)
+    if zfs is not None and not blockdev and loop is None:     # a crash can be made here
+        ctx.durable = durable.Durable.of(init)
+        ctx.sync_always = (seq.get("props") or {}).get("sync") == "always"
     t0 = time.monotonic()
     setup_s = t0 - t_setup
     failed: tuple[int, Outcome] | None = None
@@ -147,7 +150,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
         for i, step in enumerate(steps):
             emit({"event": "begin", "i": i, "op": step.op})
             t = time.monotonic()
+            before = bytes(ctx.model.data) if ctx.durable is not None else b""
             o = run_op(ctx, step)
+            if ctx.durable is not None and o.ok and step.op not in ("freeze", "crash"):
+                durable.after_op(ctx.durable, step.op, before, bytes(ctx.model.data),
+                                 ctx.frozen, ctx.sync_always)
             tamper_hook(ctx, step, o, tamper_data)
             emit(op_line(i, step, o, ctx.model.size, (time.monotonic() - t) * 1000))
             if o.outcome in seen:
@@ -155,6 +162,12 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
             if not o.ok:
                 failed = (i, o)
                 break
+        if ctx.frozen and not target.hung:     # a freeze the sequence never crashed
+            emit({"event": "begin", "i": len(steps), "op": "crash"})
+            o = recover(ctx)
+            emit(op_line(len(steps), Step("crash"), o, ctx.model.size, 0.0))
+            if not o.ok and failed is None:
+                failed = (len(steps) - 1, o)
     finally:
         if not target.hung:
             target.close()

@@ -17,6 +17,7 @@ OPS: dict[str, Callable[..., Any]] = {}
 IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
 SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
 ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
+CRASH_OPS = ("freeze", "crash")     # zpool freeze, then export + import: what survived
 
 
 @dataclass(frozen=True)

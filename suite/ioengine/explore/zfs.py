@@ -152,3 +152,57 @@ def destroy_snapshots(ctx: Ctx) -> list[str]:
         if r.rc != 0:
             problems.append(f"{r.line}: {'hang' if r.rc is None else r.err.strip()[-200:]}")
     return problems
+
+
+def op_freeze(ctx: Ctx, s: Step) -> Outcome:
+    """``zpool freeze``: the pool writes no transaction group from now on, so only what
+    the ZIL commits (fsync, syncfs, ``sync=always``) survives the crash that follows
+    (``crash``, or the sequence's end). What was written before is synced first."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    if ctx.frozen:
+        return Outcome("skipped", why="the pool is frozen already")
+    assert ctx.zfs is not None
+    r = ctx.zfs.run("zpool", "freeze", ctx.zfs.pool)
+    if r.rc is None:
+        ctx.target.hung = True
+        return failed("hang", f"{r.line} did not return within {ctx.zfs.timeout_s}s")
+    if r.rc:
+        return Outcome("unsupported", why=f"{r.line}: exit {r.rc}: {r.err.strip()[-200:]}")
+    ctx.frozen = True
+    if ctx.durable is not None:
+        ctx.durable.synced(bytes(ctx.model.data))
+    return Outcome(extra={"frozen": ctx.zfs.pool})
+
+
+def op_crash(ctx: Ctx, s: Step) -> Outcome:
+    """The frozen pool exported and imported again (its ZIL replayed): the file must
+    hold what the durability model says survives, each block old or new, the size one
+    it had at an op boundary. The model then takes what is there."""
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    if not ctx.frozen:
+        return Outcome("skipped", why="no zpool freeze before it")
+    return recover(ctx)
+
+
+def recover(ctx: Ctx) -> Outcome:
+    """Export and import the frozen pool, then judge the file against ``ctx.durable``."""
+    from .durable import check
+    assert ctx.zfs is not None
+    t = ctx.target
+    t.release()
+    for args in (("export", ctx.zfs.pool), ("import", ctx.zfs.pool)):
+        if (o := _zfs_command(ctx, "zpool", *args)) is not None:
+            return o
+    ctx.frozen = False
+    t.reopen()
+    got = os.pread(t.fd, max(ctx.model.size, os.fstat(t.fd).st_size) + 1, 0)
+    loss = check(ctx.durable, got) if ctx.durable is not None else None
+    if loss is not None:
+        return failed(f"crash-{loss.kind}", f"after zpool freeze, export and import: {loss.why}",
+                      first_wrong_byte=loss.at, extra={"recovered": len(got)})
+    ctx.model = Model(got)
+    if ctx.durable is not None:
+        ctx.durable.synced(got)
+    return Outcome(res=len(got), extra={"recovered": len(got)})
