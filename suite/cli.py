@@ -471,6 +471,8 @@ def parser() -> argparse.ArgumentParser:
                                                 "the first --results folder)")
     cv.add_argument("--no-html", action="store_true", help="no genhtml pages")
     cv.set_defaults(func=cmd_coverage)
+    from suite.xfstests_lane import add_parser as add_xfstests
+    add_xfstests(sub, add_build_options)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "
                                       "open a shell")
     add_build_options(sh.add_argument)

@@ -66,7 +66,7 @@ STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", 
           "explore", "coverage", "report", "plugin", "commands")
 FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
               "suite.symptoms", "suite.sessions"}
-COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell"}
+COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane"}
 
 
 def stage(module: str) -> str:

@@ -45,6 +45,8 @@ MARKERS = [
     "perf: a benchmark (fio matrices); deselected unless -m selects it",
     "zts: OpenZFS's own test suite (ZTS) run by tag; deselected unless -m selects it "
     "(-m zts also turns on --zts)",
+    "xfstests: the kernel's file system suite (xfstests, the fork with ZFS support) on the "
+    "build, by profile; deselected unless -m selects it",
     "explore: seeded op sequences checked against a byte model, a failure shrunk "
     "(suite/explore); deselected unless -m selects it",
     "quick(*ids): the variants of this case function the quick tier runs (--tier quick)",
@@ -81,6 +83,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--zts-lbs", type=int, default=None, choices=[512, 4096], metavar="BYTES",
                 help="ZTS lane: the guest's NVMe sector size (default 4096, like real NVMe; "
                      "512 is what OpenZFS's CI gives ZTS with its loop-device files)")
+    g.addoption("--xfstests", action="append", default=[], metavar="SEL",
+                help="xfstests lane: what ./check runs: a group (-g aio, written 'g:aio'), a "
+                     "test (generic/091), or 'dio' (the Direct I/O selection: "
+                     "suite/casekit/xfstests.py); repeatable (default: dio)")
+    g.addoption("--xfstests-profile", action="append", default=[], metavar="NAME",
+                help="xfstests lane: plain, direct, async, zvol (repeatable; default: every "
+                     "profile the build can run)")
     g.addoption("--tier", default="full", choices=["auto", "quick", "full"],
                 help="quick: each case function once, with its bug-catching variant; full: "
                      "every variant; auto: full under KVM, quick under TCG (suite/plugin/tiers.py)")
@@ -158,7 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests,
 # exploration, the judges' canaries.
-OPT_IN = ("perf", "zts", "explore", "canary")
+OPT_IN = ("perf", "zts", "explore", "canary", "xfstests")
 
 
 def asks_for(config: pytest.Config, marker: str) -> bool:
@@ -401,8 +410,8 @@ class _VerdictCount:
 
 
 class _ZtsJunit:
-    """After pytest wrote its JUnit XML (``--junitxml``), add each ZTS test of the
-    run under its own id (``suite/report/zts.py``)."""
+    """After pytest wrote its JUnit XML (``--junitxml``), add each ZTS and xfstests
+    test of the run under its own id (``suite/report/zts.py``, ``xfstests.py``)."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -410,9 +419,11 @@ class _ZtsJunit:
         run_dir = session.config.stash.get(RUN_DIR, None)
         if not xml or run_dir is None:
             return
-        from suite.report import zts
+        from suite.report import xfstests, zts
         files = sorted(run_dir.glob(f"cases/*/{zts.RESULTS_FILE}"))
         zts.fold_into_junit(Path(xml), files)
+        xfstests.fold_into_junit(Path(xml), sorted(run_dir.glob(
+            f"cases/*/{xfstests.RESULTS_FILE}")))
 
 
 def add_section(item: pytest.Item, title: str, text: str) -> None:

@@ -1,0 +1,87 @@
+"""The xfstests lane: the kernel's file system suite on the build under test, by profile.
+
+Run with ``-m xfstests`` (``python -m suite xfstests`` says the same). Each profile is
+one case here (plain, ``direct=always``, the async taskq, ext4 on zvols); every
+xfstests test in it is also reported under its own id (``xfstests:generic/091``) in
+the JUnit XML and the tables, with its ``.out.bad``, ``.full`` and ``.dmesg`` in the
+case's ``xfstests/results`` folder. A profile passes when ./check ran tests and none
+failed; a kernel report in the guest fails it like any case (the after-case judges).
+An excluded test is listed with its reason (``patches/xfstests/exclude.toml``, the
+fork's ``exclude.zfs.txt``).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from suite.build import xfstests as xfs_build
+from suite.casekit.xfstests import check_args
+from suite.guest import xfstests as xfs_guest
+from suite.report import xfstests as xfs_report
+
+BUDGET = 3600           # ./check's deadline before accelerator scaling
+PROFILES = [pytest.param(p, id=p) for p in xfs_guest.PROFILES]
+
+
+@pytest.fixture(scope="session")
+def xfstests_tree():
+    return xfs_build.ensure()
+
+
+@pytest.fixture
+def xfstests_profile(profile, zfs_build, request):
+    wanted = request.config.getoption("xfstests_profile")
+    if wanted and profile not in wanted:
+        pytest.skip(f"profile {profile!r} not asked for (--xfstests-profile {', '.join(wanted)})")
+    p = xfs_guest.profile(profile)
+    why = xfs_guest.not_for(zfs_build, p)
+    if why:
+        pytest.skip(why)
+    return p
+
+
+@pytest.mark.xfstests
+@pytest.mark.deadline(BUDGET + 900)
+@pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests, accel,
+                  case_dir, run_ctx, request, symptom):
+    p = xfstests_profile
+    g = guests.current
+    for pool in zfs_guest.pools():          # the lane takes the disks
+        zfs_guest.zpool("destroy", "-f", pool, check=False, timeout=300)
+    g.pool_spec = None
+    g.fit = False           # users, wrappers, pools of its own: the next case boots afresh
+    selection = check_args(request.config.getoption("xfstests"))
+    out = case_dir / "xfstests"
+    out.mkdir(parents=True, exist_ok=True)
+    excl = xfs_report.exclusions(xfstests_tree.path)
+    exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
+    selected = xfs_report.expand(selection, xfstests_tree.path)
+    t0 = time.monotonic()
+    run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,
+                        timeout=accel.deadline(BUDGET))
+    took = time.monotonic() - t0
+    results = xfs_report.results(out, selected, excl)
+    meta = {"profile": p.name, "selection": selection, "build": zfs_build.key,
+            "describe": zfs_build.source["describe"], "rc": run.rc, "seconds": round(took),
+            "xfstests": xfstests_tree.commit}
+    xfs_report.save(results, case_dir / xfs_report.RESULTS_FILE, meta)
+    md = xfs_report.markdown(results, f"xfstests `{p.name}` at {zfs_build.source['describe']}",
+                             took)
+    (run_ctx.tables_dir() / f"xfstests-{p.name}.md").write_text(md)
+    (run_ctx.tables_dir() / f"xfstests-{p.name}.txt").write_text(md)
+    from suite.plugin.hooks import add_section
+    add_section(request.node, f"xfstests {p.name}", md + f"\nconsole: {out / 'console.txt'}")
+    ran = [r for r in results if r.status in ("pass", "fail")]
+    if not ran:
+        symptom("no-result", f"./check exited {run.rc} without a test result")
+        pytest.fail(f"xfstests ran no test in profile {p.name!r} (exit {run.rc}): see "
+                    f"{out / 'console.txt'}", pytrace=False)
+    failed = [r for r in results if r.failed]
+    for r in failed:
+        symptom("xfstests-fail", f"{r.id}: {r.reason}")
+    if failed:
+        pytest.fail(f"xfstests {p.name}: {len(failed)} of {len(ran)} tests failed: " +
+                    ", ".join(r.test for r in failed), pytrace=False)

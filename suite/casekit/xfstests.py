@@ -1,0 +1,34 @@
+"""What the xfstests lane runs: named selections and ``--xfstests`` as ./check's arguments.
+
+``dio``, the Direct I/O selection, is the ``aio`` group (xfstests' asynchronous and
+direct I/O tests) and the generic tests below, each of which issues O_DIRECT against
+something a Direct I/O path gets wrong: fsx with O_DIRECT (091), O_DIRECT beside
+buffered I/O and page cache invalidation (130, 133, 135, 418), reads and writes
+across EOF and holes (214), mmap'ed buffers and page faults in the request (647, 708,
+729), splice from O_DIRECT (591). The manual lists the same (docs/xfstests.md).
+"""
+from __future__ import annotations
+
+DIO_TESTS = ("generic/091", "generic/130", "generic/133", "generic/135", "generic/214",
+             "generic/418", "generic/591", "generic/647", "generic/708", "generic/729")
+SELECTIONS: dict[str, tuple[str, ...]] = {
+    "dio": ("-g", "aio") + DIO_TESTS,
+    "quick": ("-g", "quick"),
+}
+
+
+def check_args(wanted: list[str]) -> list[str]:
+    """./check's selection arguments: ``dio`` (default), ``quick``, ``g:GROUP``,
+    ``x:GROUP`` (leave a group out) or a test name (``generic/091``)."""
+    out: list[str] = []
+    for w in wanted or ["dio"]:
+        if w in SELECTIONS:
+            out += SELECTIONS[w]
+        elif w.startswith(("g:", "x:")):
+            out += [f"-{w[0]}", w[2:]]
+        elif "/" in w:
+            out.append(w)
+        else:
+            raise ValueError(f"--xfstests {w!r}: use dio, quick, g:GROUP, x:GROUP or a test "
+                             "such as generic/091")
+    return out

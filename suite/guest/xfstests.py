@@ -1,0 +1,201 @@
+"""xfstests in a guest, on the build under test (the lane of ``cases/test_xfstests.py``).
+
+As openzfs/zfs#18845 runs it, with what the fork insists on:
+
+- ``/sbin/zfs`` and ``/sbin/zpool`` (the fork calls them by that path): small wrappers
+  in the guest's ``/usr/sbin`` (a private overlay) that run the build's commands;
+- the users ``fsgqa``, ``fsgqa2`` and ``123456-fsgqa`` (appended to the guest's own
+  ``/etc`` by hand: useradd cannot rewrite it on this overlay);
+- TEST_DEV a dataset of a pool on the first NVMe namespace (``mountpoint=legacy``,
+  ``acltype=posix``, ``xattr=sa``, ``compression=off``, ``relatime=off``,
+  ``recordsize=64K``), mounted on TEST_DIR; the scratch file system a pool of its
+  own over the other namespaces (SCRATCH_ZPOOL_NAME, SCRATCH_DEV_POOL);
+- a profile's dataset properties on both (``direct=always``: every aligned read and
+  write of the peer suite through Direct I/O) and its module parameters; the zvol
+  profile runs ``FSTYP=ext4`` on two zvols instead.
+
+``./check`` runs from the built tree (the host's, read-only in the guest) with
+``RESULT_BASE`` in the guest's ``/var/tmp``; its xunit report, console and each
+test's ``.out.bad``/``.full``/``.dmesg`` are fetched into the case's folder.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.build.recipe import BuildRecord
+from suite.errors import GuestError, SuiteError
+
+TEST_POOL, SCRATCH_POOL = "xfstestpool", "xfscratch"
+TEST_FS = f"{TEST_POOL}/testfs"
+TEST_DIR, SCRATCH_MNT = "/var/tmp/xfstests/test", "/var/tmp/xfstests/scratch"
+RESULTS = "/var/tmp/xfstests/results"
+USERS = (("fsgqa", 5001), ("fsgqa2", 5002), ("123456-fsgqa", 5003))
+GROUP = ("fsgqa", 5001)
+TEST_PROPS = {"acltype": "posix", "xattr": "sa", "compression": "off", "relatime": "off",
+              "recordsize": "64K"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How the datasets are made and what the module is set to for one run."""
+    name: str
+    props: dict[str, str] = field(default_factory=dict)     # on TEST and SCRATCH
+    params: dict[str, str] = field(default_factory=dict)    # those the build has
+    zvol: bool = False          # ext4 on two zvols (zvol Direct I/O on)
+    description: str = ""
+    feature: str = ""           # the series feature the build must have
+
+
+PROFILES = {
+    "plain": Profile("plain", description="datasets as openzfs/zfs#18845 makes them"),
+    "direct": Profile("direct", {"direct": "always"},
+                      description="direct=always on TEST and SCRATCH: every aligned read "
+                                  "and write through Direct I/O"),
+    "async": Profile("async", {"direct": "always"}, {"zfs_async_dio_enabled": "1"},
+                     feature="async_dio", description="direct=always and the async-dio taskq on (async-dio builds)"),
+    "zvol": Profile("zvol", {}, {"zvol_dio_enabled": "1"}, zvol=True,
+                    feature="zvol_dio", description="ext4 on two zvols, zvol Direct I/O on (zvol-dio builds)"),
+}
+
+
+def profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise SuiteError(f"unknown xfstests profile {name!r}",
+                         fix=f"use one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+def wrappers_script(zfs) -> str:
+    """``/usr/sbin/zfs`` and ``/usr/sbin/zpool`` running the build's commands."""
+    lines = []
+    for tool in ("zfs", "zpool"):
+        body = f"#!/bin/sh\nexec env {zfs.cmd(tool)} \"$@\"\n"
+        lines.append(f"printf %s {shlex.quote(body)} > /usr/sbin/{tool} && "
+                     f"chmod 755 /usr/sbin/{tool}")
+    return "\n".join(lines)
+
+
+def users_script() -> str:
+    g, gid = GROUP
+    out = [f"grep -q '^{g}:' /etc/group || echo '{g}:x:{gid}:' >> /etc/group"]
+    for u, uid in USERS:
+        out += [f"if ! grep -q '^{u}:' /etc/passwd; then",
+                f"  echo '{u}:x:{uid}:{gid}::/var/tmp/home-{uid}:/bin/sh' >> /etc/passwd",
+                f"  echo '{u}:*:19000:0:99999:7:::' >> /etc/shadow || true",
+                f"  mkdir -p /var/tmp/home-{uid} && chown {uid}:{gid} /var/tmp/home-{uid}",
+                "fi"]
+    return "\n".join(out)
+
+
+def local_config(p: Profile, test_dev: str, scratch: list[str]) -> str:
+    """The ``local.config`` of a profile over the guest's devices."""
+    if p.zvol:
+        lines = ["export FSTYP=ext4", f"export TEST_DEV={test_dev}",
+                 f"export SCRATCH_DEV={scratch[0]}"]
+    else:
+        opts = " ".join(f"-O {k}={v}" for k, v in sorted(p.props.items()))
+        lines = ["export FSTYP=zfs", f"export TEST_DEV={TEST_FS}",
+                 f"export SCRATCH_ZPOOL_NAME={SCRATCH_POOL}",
+                 f"export SCRATCH_DEV_POOL=\"{' '.join(scratch)}\"",
+                 f"export ZFS_MKFS_OPTIONS=\"-O compression=off {opts}\"".replace("  ", " ")]
+    lines += [f"export TEST_DIR={TEST_DIR}", f"export SCRATCH_MNT={SCRATCH_MNT}",
+              f"export RESULT_BASE={RESULTS}"]
+    return "\n".join(lines) + "\n"
+
+
+def prepare_script(zfs, p: Profile, devices: list[str]) -> tuple[str, str, list[str]]:
+    """(script, TEST_DEV, scratch devices): the guest made ready for ./check."""
+    q = shlex.quote
+    test_disk, scratch = devices[0], devices[1:]
+    props = {**TEST_PROPS, **p.props}
+    zpool, zfs_ = zfs.cmd("zpool"), zfs.cmd("zfs")
+    steps = ["set -e", "modprobe loop 2>/dev/null || true", wrappers_script(zfs), users_script(),
+             f"mkdir -p {TEST_DIR} {SCRATCH_MNT} {RESULTS}",
+             f"{zpool} destroy -f {TEST_POOL} 2>/dev/null || true",
+             f"{zpool} destroy -f {SCRATCH_POOL} 2>/dev/null || true",
+             f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} {q(test_disk)}"]
+    if p.zvol:
+        steps += [f"{zfs_} create -V 2G -o volblocksize=16K {TEST_POOL}/testvol",
+                  f"{zfs_} create -V 2G -o volblocksize=16K {TEST_POOL}/scratchvol",
+                  "udevadm settle || true", "sleep 2"]
+        test_dev, scratch = f"/dev/zvol/{TEST_POOL}/testvol", [f"/dev/zvol/{TEST_POOL}/scratchvol"]
+        steps += [f"mkfs.ext4 -q -F {test_dev}", f"mount {test_dev} {TEST_DIR}"]
+    else:
+        opts = " ".join(f"-o {k}={v}" for k, v in sorted(props.items()))
+        steps += [f"{zfs_} create -o mountpoint=legacy {opts} {TEST_FS}",
+                  f"mount -t zfs {TEST_FS} {TEST_DIR}"]
+        test_dev = TEST_FS
+    for k, v in sorted(p.params.items()):
+        steps.append(f"if [ -e /sys/module/zfs/parameters/{k} ]; then echo {q(v)} > "
+                     f"/sys/module/zfs/parameters/{k}; else echo 'no parameter {k}' >&2; fi")
+    return "\n".join(steps), test_dev, scratch
+
+
+@dataclass
+class XfstestsRun:
+    rc: int | None
+    out_dir: Path
+    console: str
+    config: str
+
+
+def run(zfs, tree: Path, p: Profile, selection: list[str], exclude_file: Path | None,
+        out_dir: Path, timeout: float) -> XfstestsRun:
+    """./check with ``selection`` (``-g aio``, ``generic/091``, ...) in the guest of
+    ``zfs`` (the build loaded and verified); the guest's pools are the lane's."""
+    devices = zfs.nvme_devices()
+    if len(devices) < 2:
+        raise SuiteError(f"the xfstests lane needs 2 NVMe namespaces or more (TEST and "
+                         f"SCRATCH), the guest has {len(devices)}",
+                         fix="mark the case @pytest.mark.guest(nvme=4, ...)")
+    g = zfs.guest
+    out_dir.mkdir(parents=True, exist_ok=True)
+    script, test_dev, scratch = prepare_script(zfs, p, devices)
+    (out_dir / "prepare.sh").write_text(script + "\n")
+    g.run(script, timeout=600)
+    config = local_config(p, test_dev, scratch)
+    (out_dir / "local.config").write_text(config)
+    g.put(out_dir / "local.config", "/var/tmp/xfstests/local.config")
+    args = ["-R", "xunit-quiet"]
+    if exclude_file is not None and any(s.startswith("-g") for s in selection):
+        g.put(exclude_file, "/var/tmp/xfstests/exclude.txt")
+        args += ["-E", "/var/tmp/xfstests/exclude.txt"]
+    inner = (f"cd {shlex.quote(str(tree))} && HOST_OPTIONS=/var/tmp/xfstests/local.config "
+             f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
+    r = g.run(f"( {inner} ) > /var/tmp/xfstests/console.txt 2>&1; echo rc=$?",
+              timeout=timeout, check=False)
+    m = re.search(r"rc=(\d+)", r.stdout)
+    collect(g, out_dir)
+    console = (out_dir / "console.txt").read_text(errors="replace") \
+        if (out_dir / "console.txt").exists() else ""
+    return XfstestsRun(int(m.group(1)) if m else None, out_dir, console, config)
+
+
+def collect(g, out_dir: Path) -> None:
+    """The console and the results folder (xunit report, per-test files) as they are."""
+    try:
+        g.get("/var/tmp/xfstests/console.txt", out_dir / "console.txt", timeout=120)
+    except (GuestError, OSError) as e:
+        (out_dir / "console.error.txt").write_text(f"{e}\n")
+    remote = "/var/tmp/xfstests/results.tar.gz"
+    try:
+        g.run(f"tar -C {RESULTS} -czf {remote} .", timeout=300)
+        local = g.get(remote, out_dir / "results.tar.gz", timeout=300)
+        with tarfile.open(local) as t:
+            t.extractall(out_dir / "results", filter="data")
+    except (GuestError, OSError, tarfile.TarError) as e:
+        (out_dir / "results.error.txt").write_text(f"{e}\n")
+
+
+def not_for(record: BuildRecord, p: Profile) -> str:
+    """Why the build cannot run profile ``p`` ('' when it can): the async and zvol
+    profiles need the series that adds their path."""
+    need = p.feature
+    if need and need not in (record.features or []):
+        return (f"profile {p.name!r} needs a build with {need} "
+                f"({', '.join(record.features or []) or 'this build has no series feature'})")
+    return ""

@@ -1,0 +1,225 @@
+"""xfstests results: read ``./check``'s xunit report, say them as tables and JUnit.
+
+Each xfstests test is reported under its own id, ``xfstests:generic/091``, with
+``pass``, ``fail`` or ``notrun`` (its reason: the test's ``.notrun``), and, for a test
+the selection named but an exclude list left out, ``excluded`` with that list's
+reason. The exclude lists: the fork's own ``exclude.zfs.txt`` (its comment line above
+each test is its reason) and this repository's ``patches/xfstests/exclude.toml`` (one
+reason per test, and where it was checked).
+"""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from suite import paths
+
+RESULTS_FILE = "xfstests-results.json"
+EXCLUDE = paths.PROJECT_ROOT / "patches" / "xfstests" / "exclude.toml"
+FORK_EXCLUDE = "exclude.zfs.txt"
+TEST_RE = re.compile(r"^[a-z0-9]+/\d{3,}$")
+
+
+@dataclass
+class XfsResult:
+    test: str               # generic/091
+    status: str             # pass | fail | notrun | excluded
+    seconds: float = 0.0
+    reason: str = ""        # why not run, why excluded, the failure's message
+
+    @property
+    def id(self) -> str:
+        return f"xfstests:{self.test}"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    test: str
+    reason: str
+    source: str             # "fork" | "suite"
+    checked: str = ""
+
+
+def fork_exclusions(text: str) -> list[Exclusion]:
+    """The fork's list: a ``# comment`` line gives the reason of the tests below it."""
+    out, reason = [], ""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            reason = line.lstrip("# ").strip()
+        elif TEST_RE.match(line):
+            out.append(Exclusion(line, f"the fork excludes it: {reason or 'no reason given'}",
+                                 "fork"))
+    return out
+
+
+def suite_exclusions(path: Path = EXCLUDE) -> list[Exclusion]:
+    """This repository's list: ``[[exclude]] test, reason, checked``."""
+    if not path.exists():
+        return []
+    data = tomllib.loads(path.read_text())
+    out = []
+    for e in data.get("exclude", []):
+        if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
+            raise ValueError(f"{path}: an exclusion needs a test (generic/NNN) and a reason: {e}")
+        out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", "")))
+    return out
+
+
+def exclusions(tree: Path | None) -> dict[str, Exclusion]:
+    """Every exclusion by test: the suite's reason wins over the fork's."""
+    found: dict[str, Exclusion] = {}
+    fork = tree / FORK_EXCLUDE if tree is not None else None
+    if fork is not None and fork.exists():
+        found.update({e.test: e for e in fork_exclusions(fork.read_text())})
+    found.update({e.test: e for e in suite_exclusions()})
+    return found
+
+
+def exclude_file(excl: dict[str, Exclusion], dest: Path) -> Path:
+    """The ``-E`` file for ./check (one test a line, its reason above it)."""
+    lines = []
+    for t, e in sorted(excl.items()):
+        lines += [f"# {e.source}: {e.reason}", t]
+    dest.write_text("\n".join(lines) + "\n")
+    return dest
+
+
+def groups(tree: Path) -> dict[str, set[str]]:
+    """Group -> tests, from the built tree's ``tests/*/group.list``."""
+    out: dict[str, set[str]] = {}
+    for gl in sorted(tree.glob("tests/*/group.list")):
+        kind = gl.parent.name
+        for line in gl.read_text().splitlines():
+            parts = line.split("#")[0].split()
+            if len(parts) < 2 or not parts[0].isdigit():
+                continue
+            for g in parts[1:]:
+                out.setdefault(g, set()).add(f"{kind}/{parts[0]}")
+    return out
+
+
+def expand(selection: list[str], tree: Path) -> list[str]:
+    """The tests a ./check selection names (``-g aio``, ``-g quick``, ``generic/091``;
+    ``-x GROUP`` removes)."""
+    gs = groups(tree)
+    want: set[str] = set()
+    drop: set[str] = set()
+    it = iter(selection)
+    for a in it:
+        if a in ("-g", "-x"):
+            names = next(it, "")
+            tests = set().union(*(gs.get(n, set()) for n in names.split(",")))
+            (want if a == "-g" else drop).update(tests)
+        elif TEST_RE.match(a):
+            want.add(a)
+    return sorted(want - drop)
+
+
+def parse_xunit(text: str) -> list[XfsResult]:
+    """The testcases of ./check's ``result.xml``."""
+    out = []
+    root = ET.fromstring(text)
+    for tc in root.iter("testcase"):
+        name = tc.get("name", "")
+        sec = float(tc.get("time") or 0)
+        fail, skip = tc.find("failure"), tc.find("skipped")
+        if fail is not None:
+            out.append(XfsResult(name, "fail", sec, fail.get("message", "")))
+        elif skip is not None:
+            out.append(XfsResult(name, "notrun", sec, (skip.get("message") or "").strip()))
+        else:
+            out.append(XfsResult(name, "pass", sec))
+    return out
+
+
+def results(out_dir: Path, selected: list[str], excl: dict[str, Exclusion]) -> list[XfsResult]:
+    """What the run in ``out_dir`` says per test, with the selected tests an exclude list
+    left out (``excluded``) and those that never got a result (``not run: no result``:
+    the run died before them)."""
+    xml = sorted((out_dir / "results").glob("**/result.xml"))
+    got = {r.test: r for x in xml for r in parse_xunit(x.read_text(errors="replace"))}
+    for t in selected:
+        if t in got:
+            continue
+        if t in excl:
+            got[t] = XfsResult(t, "excluded", 0.0, excl[t].reason)
+        else:
+            got[t] = XfsResult(t, "notrun", 0.0, "no result: the run ended before it")
+    return [got[k] for k in sorted(got)]
+
+
+def counts(rs: list[XfsResult]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rs:
+        out[r.status] = out.get(r.status, 0) + 1
+    return out
+
+
+def markdown(rs: list[XfsResult], title: str, seconds: float | None = None) -> str:
+    c = counts(rs)
+    head = ", ".join(f"{k} {c.get(k, 0)}" for k in ("pass", "fail", "excluded", "notrun"))
+    took = f" in {seconds:.0f} s" if seconds is not None else ""
+    lines = [f"#### {title}", "", f"{len(rs)} tests{took}: {head}", "",
+             "| xfstests test | result | time | why |", "|---|---|---|---|"]
+    order = {"fail": 0, "notrun": 2, "excluded": 3, "pass": 1}
+    for r in sorted(rs, key=lambda r: (order.get(r.status, 9), r.test)):
+        lines.append(f"| `{r.test}` | {r.status} | {r.seconds:.0f} s | {r.reason[:120]} |")
+    return "\n".join(lines) + "\n"
+
+
+def save(rs: list[XfsResult], path: Path, meta: dict) -> None:
+    path.write_text(json.dumps({**meta, "results": [asdict(r) for r in rs]}, indent=1))
+
+
+def load(path: Path) -> tuple[dict, list[XfsResult]]:
+    data = json.loads(path.read_text())
+    return data, [XfsResult(**r) for r in data.pop("results")]
+
+
+def junit_suite(rs: list[XfsResult], name: str, where: str = "") -> ET.Element:
+    """One ``<testsuite>``: a testcase per xfstests test, under its own id."""
+    suite = ET.Element("testsuite", name=name, tests=str(len(rs)),
+                       failures=str(sum(r.failed for r in rs)),
+                       skipped=str(sum(r.status in ("notrun", "excluded") for r in rs)),
+                       errors="0", time=f"{sum(r.seconds for r in rs):.0f}")
+    for r in rs:
+        kind, num = r.test.split("/", 1)
+        tc = ET.SubElement(suite, "testcase", classname=f"xfstests.{kind}", name=num,
+                           time=f"{r.seconds:.0f}")
+        tc.set("file", r.id)
+        if r.failed:
+            el = ET.SubElement(tc, "failure", message=r.reason or "failed")
+            el.text = f"{r.id}: {r.reason}; .out.bad and .full in {where}"
+        elif r.status in ("notrun", "excluded"):
+            ET.SubElement(tc, "skipped", message=f"{r.status}: {r.reason}")
+    return suite
+
+
+def fold_into_junit(xml_path: Path, result_files: list[Path]) -> int:
+    """Append a ``<testsuite>`` per xfstests results file to the JUnit XML."""
+    if not xml_path.exists() or not result_files:
+        return 0
+    tree = ET.parse(xml_path)
+    root = tree.getroot()
+    if root.tag != "testsuites":
+        wrapper = ET.Element("testsuites")
+        wrapper.append(root)
+        root = wrapper
+        tree = ET.ElementTree(root)
+    added = 0
+    for f in result_files:
+        meta, rs = load(f)
+        root.append(junit_suite(rs, f"xfstests-{meta.get('profile', 'plain')}",
+                                str(f.parent / "xfstests" / "results")))
+        added += len(rs)
+    tree.write(xml_path, encoding="unicode", xml_declaration=True)
+    return added

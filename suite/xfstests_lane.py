@@ -1,0 +1,41 @@
+"""``python -m suite xfstests``: pytest's xfstests lane in the foreground, with the
+build options given (the lane itself: cases/test_xfstests.py, docs/xfstests.md)."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from suite import paths
+from suite.build import xfstests
+from suite.explore.lane import build_argv
+
+
+def run(args: argparse.Namespace) -> int:
+    tree = xfstests.ensure(offline=args.offline)
+    print(f"xfstests {tree.commit[:12]} built in {tree.path}")
+    if args.build_only:
+        return 0
+    argv = [sys.executable, "-m", "pytest", str(paths.PROJECT_ROOT / "cases" / "test_xfstests.py"),
+            "-m", "xfstests", *build_argv(lambda dest: getattr(args, dest, None)),
+            *[x for s in args.select or [] for x in ("--xfstests", s)],
+            *[x for p in args.profile or [] for x in ("--xfstests-profile", p)],
+            *args.pytest_args]
+    print("+ " + " ".join(argv[1:]))
+    return subprocess.run(argv, cwd=paths.PROJECT_ROOT).returncode
+
+
+def add_parser(sub, add_build_options) -> None:
+    """``xfstests``'s arguments under ``python -m suite``."""
+    xf = sub.add_parser("xfstests", help="xfstests (the fork with ZFS support) on the build, "
+                                         "by profile: what pytest -m xfstests runs")
+    add_build_options(xf.add_argument)
+    xf.add_argument("--select", action="append", default=[], metavar="SEL",
+                    help="dio (default: the aio group and the O_DIRECT tests), quick, "
+                         "g:GROUP, x:GROUP or a test (generic/091); repeatable")
+    xf.add_argument("--profile", action="append", default=[],
+                    help="plain, direct, async, zvol (repeatable; default every one the "
+                         "build can run)")
+    xf.add_argument("--build-only", action="store_true",
+                    help="fetch and build xfstests into the cache, run nothing")
+    xf.set_defaults(func=run)

@@ -1,0 +1,168 @@
+"""The xfstests lane without a guest: its manifest and cached build, the selections,
+the exclude lists with their reasons, the guest's configuration per profile, and the
+results read from ./check's xunit report into tables and JUnit."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from suite.build import xfstests as xb
+from suite.casekit.xfstests import DIO_TESTS, check_args
+from suite.guest import xfstests as xg
+from suite.report import xfstests as xr
+
+XUNIT = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="xfstests" failures="1" skipped="1" tests="3">
+  <testcase classname="xfstests.global" name="generic/091" time="42">
+    <failure message="- output mismatch (see generic/091.out.bad)" type="TestFail" />
+  </testcase>
+  <testcase classname="xfstests.global" name="generic/130" time="7"></testcase>
+  <testcase classname="xfstests.global" name="generic/019" time="0">
+    <skipped message="fail_make_request not found" />
+  </testcase>
+</testsuite>
+"""
+
+
+def test_the_manifest_pins_a_commit_of_the_fork_with_zfs_support():
+    src = xb.manifest()
+    assert src.url == "https://github.com/implr/xfstests" and src.branch == "zfs"
+    assert len(src.commit) == 40 and int(src.commit, 16)
+
+
+def test_a_build_counts_only_when_its_marker_names_its_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path))
+    c = "a" * 40
+    d = tmp_path / "xfstests" / c
+    d.mkdir(parents=True)
+    (d / "check").write_text("#!/bin/sh\n")
+    assert xb.built(c) is None                      # no marker: an interrupted build
+    (d / xb.MARKER).write_text("b" * 40 + "\n")
+    assert xb.built(c) is None                      # another commit's marker
+    (d / xb.MARKER).write_text(c + "\n")
+    assert xb.built(c) == xb.Tree(c, d)
+
+
+def test_a_bad_manifest_says_what_to_restore(tmp_path):
+    bad = tmp_path / "source.toml"
+    bad.write_text("url = 'x'\n")
+    with pytest.raises(Exception, match="restore patches/xfstests/source.toml"):
+        xb.manifest(bad)
+
+
+def test_selections_become_check_arguments():
+    assert check_args([]) == ["-g", "aio", *DIO_TESTS]
+    assert check_args(["g:quick", "x:dangerous", "generic/091"]) == \
+        ["-g", "quick", "-x", "dangerous", "generic/091"]
+    with pytest.raises(ValueError, match="g:GROUP"):
+        check_args(["aio"])
+
+
+def tree_with_groups(tmp_path: Path) -> Path:
+    (tmp_path / "tests" / "generic").mkdir(parents=True)
+    (tmp_path / "tests" / "generic" / "group.list").write_text(
+        "# generated\n019 aio auto\n091 rw auto quick\n130 auto quick\n300 aio auto\n")
+    (tmp_path / xr.FORK_EXCLUDE).write_text("# ENOSPC vs EDQUOT\ngeneric/300\n# unknown\n"
+                                            "generic/091\n")
+    return tmp_path
+
+
+def test_groups_expand_and_exclusions_carry_a_reason(tmp_path):
+    tree = tree_with_groups(tmp_path)
+    assert xr.expand(["-g", "aio", "generic/130"], tree) == \
+        ["generic/019", "generic/130", "generic/300"]
+    assert xr.expand(["-g", "auto", "-x", "aio"], tree) == ["generic/091", "generic/130"]
+    excl = xr.exclusions(tree)
+    assert excl["generic/300"].reason == "the fork excludes it: ENOSPC vs EDQUOT"
+    assert excl["generic/300"].source == "fork"
+    text = xr.exclude_file(excl, tmp_path / "ex.txt").read_text()
+    assert "generic/300" in text.splitlines() and "# fork: the fork excludes it: unknown" in text
+
+
+def test_every_suite_exclusion_has_a_reason():
+    for e in xr.suite_exclusions():
+        assert e.reason and e.test.startswith(("generic/", "zfs/"))
+
+
+def test_an_exclusion_without_a_reason_is_refused(tmp_path):
+    p = tmp_path / "exclude.toml"
+    p.write_text('[[exclude]]\ntest = "generic/013"\n')
+    with pytest.raises(ValueError, match="needs a test"):
+        xr.suite_exclusions(p)
+
+
+def test_results_read_the_xunit_report_and_name_what_did_not_run(tmp_path):
+    tree = tree_with_groups(tmp_path / "tree")
+    out = tmp_path / "run"
+    (out / "results").mkdir(parents=True)
+    (out / "results" / "result.xml").write_text(XUNIT)
+    selected = ["generic/019", "generic/091", "generic/130", "generic/300", "generic/591"]
+    rs = {r.test: r for r in xr.results(out, selected, xr.exclusions(tree))}
+    assert rs["generic/091"].status == "fail" and "output mismatch" in rs["generic/091"].reason
+    assert rs["generic/130"].status == "pass" and rs["generic/130"].seconds == 7
+    assert rs["generic/019"].status == "notrun" and "fail_make_request" in rs["generic/019"].reason
+    assert rs["generic/300"].status == "excluded" and "EDQUOT" in rs["generic/300"].reason
+    assert rs["generic/591"].status == "notrun" and "ended before" in rs["generic/591"].reason
+    md = xr.markdown(list(rs.values()), "t", 60)
+    assert "5 tests in 60 s: pass 1, fail 1, excluded 1, notrun 2" in md
+    assert md.index("generic/091") < md.index("generic/130")      # failures first
+
+
+def test_each_xfstests_test_is_a_junit_testcase_under_its_own_id(tmp_path):
+    out = tmp_path / "case"
+    out.mkdir()
+    rs = [xr.XfsResult("generic/091", "fail", 42, "mismatch"),
+          xr.XfsResult("generic/130", "pass", 7),
+          xr.XfsResult("generic/300", "excluded", 0, "ENOSPC vs EDQUOT")]
+    xr.save(rs, out / xr.RESULTS_FILE, {"profile": "direct"})
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<testsuites><testsuite name="pytest" tests="1"/></testsuites>')
+    assert xr.fold_into_junit(junit, [out / xr.RESULTS_FILE]) == 3
+    suite = [s for s in ET.parse(junit).getroot() if s.get("name") == "xfstests-direct"][0]
+    cases = {tc.get("file"): tc for tc in suite}
+    assert cases["xfstests:generic/091"].find("failure") is not None
+    assert cases["xfstests:generic/300"].find("skipped").get("message").startswith("excluded")
+    assert suite.get("failures") == "1" and suite.get("skipped") == "1"
+
+
+class FakeZfs:
+    def cmd(self, tool: str) -> str:
+        return f"LD_LIBRARY_PATH=/b/.libs /b/.libs/{tool}"
+
+
+def test_each_profile_makes_its_datasets_and_sets_its_parameters():
+    script, test_dev, scratch = xg.prepare_script(FakeZfs(), xg.profile("plain"),
+                                                  ["/dev/nvme0n1", "/dev/nvme1n1", "/dev/nvme2n1"])
+    assert test_dev == xg.TEST_FS and scratch == ["/dev/nvme1n1", "/dev/nvme2n1"]
+    assert "exec env LD_LIBRARY_PATH=/b/.libs /b/.libs/zfs" in script      # /sbin/zfs is the build's
+    assert "-o acltype=posix" in script and "-o recordsize=64K" in script
+    assert "direct=" not in script and "123456-fsgqa" in script
+    d, _, _ = xg.prepare_script(FakeZfs(), xg.profile("direct"), ["/dev/a", "/dev/b"])
+    assert "-o direct=always" in d
+    cfg = xg.local_config(xg.profile("direct"), xg.TEST_FS, ["/dev/b", "/dev/c"])
+    assert "FSTYP=zfs" in cfg and 'SCRATCH_DEV_POOL="/dev/b /dev/c"' in cfg
+    assert "-O direct=always" in cfg                    # the scratch pool too
+    a, _, _ = xg.prepare_script(FakeZfs(), xg.profile("async"), ["/dev/a", "/dev/b"])
+    assert "zfs_async_dio_enabled" in a
+    z, zdev, zscratch = xg.prepare_script(FakeZfs(), xg.profile("zvol"), ["/dev/a", "/dev/b"])
+    assert "create -V" in z and "mkfs.ext4" in z and zdev.startswith("/dev/zvol/")
+    assert "FSTYP=ext4" in xg.local_config(xg.profile("zvol"), zdev, zscratch)
+
+
+def test_a_profile_needing_a_series_is_not_for_a_stock_build():
+    class Rec:
+        features: list[str] = []
+    assert "async_dio" in xg.not_for(Rec(), xg.profile("async"))
+    assert xg.not_for(Rec(), xg.profile("direct")) == ""
+    Rec.features = ["zvol_dio"]
+    assert xg.not_for(Rec(), xg.profile("zvol")) == ""
+    with pytest.raises(Exception, match="use one of"):
+        xg.profile("nfs")
+
+
+def test_its_packages_are_the_ones_setup_installs():
+    listed = {ln.strip() for ln in (xb.paths.PROJECT_ROOT / "ci" / "apt-packages.txt")
+              .read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    assert set(xb.APT) <= listed, set(xb.APT) - listed
