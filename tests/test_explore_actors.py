@@ -97,7 +97,20 @@ def _ctx(tmp_path: Path, size: int) -> Ctx:
     return Ctx(t, Model(init), 1, pattern("1:src", 0, 1 << 20))
 
 
-@pytest.mark.parametrize("token", range(1, 9))
+def no_mmap_writer(token: int, actors: int) -> bool:
+    plan = actors_mod.draw(1, token, actors, 5, 4 * B, 8 * B, False, True, 1 << 20)
+    return "mmap_write" not in plan.kinds()
+
+
+actors_mod = actors
+# This machine's ext4 is not the file system under test, and Linux says it may keep a
+# stale page when an O_DIRECT write meets an mmap writer ("Page cache invalidation
+# failure on direct I/O. Possible data corruption"): those programs are left to the
+# guests, where OpenZFS keeps its mapped pages coherent with Direct I/O.
+HOST_TOKENS = [t for t in range(1, 20) if no_mmap_writer(t, 2 + t % 3)][:8]
+
+
+@pytest.mark.parametrize("token", HOST_TOKENS)
 def test_actors_on_this_machines_file_system_pass(tmp_path, token):
     ctx = _ctx(tmp_path, 12 * B)
     o = OPS["actors"](ctx, Step("actors", off=4 * B, len=8 * B, segs=2 + token % 3, size=5,
