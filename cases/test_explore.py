@@ -128,6 +128,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     (settings.out_dir / "reach.txt").write_text(table + "\n")
     print(table)
     print(f"explore: where the time went: {result.summary()['time_split']}")
+    print(f"explore: {reach.crash_rate(result.runs)} under {guests.accel.name}")
     if settings.known:
         print(f"explore: {result.known} sequences failed as a known finding did (of "
               f"{len(settings.known)} known: " +

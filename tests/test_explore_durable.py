@@ -165,3 +165,15 @@ def test_the_generator_draws_crash_points_with_no_txg_op_inside():
         assert len(s.ops) == 40
     plain = [generate(s, 40, "file", 1 << 20, Choices(zfs_ops=False)) for s in range(20)]
     assert not any(o.op in CRASH_OPS for s in plain for o in s.ops)     # no ZFS commands
+
+
+def test_crash_points_are_counted_drawn_executed_and_per_minute():
+    from suite.explore import reach
+    seq = next(s for s in (generate(k, 40, "file", 1 << 20, Choices(zfs_ops=True))
+                           for k in range(40)) if any(o.op == "freeze" for o in s.ops))
+    assert "crash:freeze" in reach.seq_cells(seq)
+    lines = [{"event": "op", "op": "crash", "outcome": "ok"},
+             {"event": "op", "op": "crash", "outcome": "failed"}]
+    assert reach.crash_points(lines) == 1 and "crash:freeze" in reach.run_cells(lines, seq)
+    assert reach.crash_rate([{"crashes": 3, "seconds": 60}, {"crashes": 1, "seconds": 60}]) \
+        .startswith("4 crash points (zpool freeze, then export + import) in 2.0 min (2.0 a minute)")

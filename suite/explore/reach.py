@@ -48,6 +48,20 @@ def crowd_cells(seq: Sequence, counts: Iterable[int] | None = None) -> list[str]
     return sorted(f"actors:{caller_label(seq)}:{n}" for n in got | {1})
 
 
+def crash_points(lines: Iterable[dict[str, Any]]) -> int:
+    """The crash points a run went through (a ``crash`` op that recovered the pool)."""
+    return sum(1 for ln in lines if ln.get("event") == "op" and ln.get("op") == "crash"
+               and ln.get("outcome") == "ok")
+
+
+def crash_rate(runs: list[dict[str, Any]]) -> str:
+    """``N crash points in M min (X a minute)`` over an exploration's runs."""
+    n = sum(int(r.get("crashes") or 0) for r in runs)
+    minutes = sum(float(r.get("seconds") or 0) for r in runs) / 60
+    rate = f"{n / minutes:.1f} a minute" if minutes else "no time"
+    return f"{n} crash points (zpool freeze, then export + import) in {minutes:.1f} min ({rate})"
+
+
 def direction(op: str) -> str:
     return "read" if op in READS else "write"
 
@@ -55,7 +69,8 @@ def direction(op: str) -> str:
 def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
-                  set(crowd_cells(seq)))
+                  set(crowd_cells(seq)) |
+                  ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()))
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -82,6 +97,8 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     lines = list(lines)
     cells = {f"{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
              if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")}
+    if crash_points(lines):
+        cells.add("crash:freeze")
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
         cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
                                        and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
@@ -144,6 +161,7 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     for c in CALLER_KINDS:
         lines.append(f"  {c:20s} " + " ".join(f"{cell(f'actors:{c}:{n}'):>12s}"
                                                for n in ACTOR_COUNTS))
+    lines.append(f"  {'crash points (freeze)':20s} {cell('crash:freeze'):>12s}")
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

@@ -36,7 +36,7 @@ from suite.explore.crashes.avoid import known_hang
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.reach import run_cells, seq_cells, seq_tunables
+from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
@@ -392,6 +392,7 @@ class Explorer:
                                 "engine": self.last_timing,
                                 "cells": seq_cells(seq), "tunables": seq_tunables(seq),
                                 "executed": run_cells(self.last_lines, seq),
+                                "crashes": crash_points(self.last_lines),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
