@@ -163,3 +163,34 @@ def test_a_corpus_sequence_s_failure_is_judged_by_its_explore_result(tmp_path: P
                        env={"HERE": str(tmp_path), "OUT": str(out)}, timeout=60)
     assert r.returncode == expect, r.stdout + r.stderr
     assert ("SAME" in r.stdout) == bool(expect)
+
+
+def test_a_kernel_report_ends_the_step_and_the_wait(tmp_path: Path):
+    """A panicked kernel leaves the step's process stuck for good: the reproducer stops
+    waiting at the report (not at STEP_TIMEOUT), skips the steps after it, and says
+    REPRODUCED by the kernel's lines."""
+    import time
+    from suite.report.repro import script
+    v = CaseVerdict("cases/t.py::test_panic", "failed",
+                    [Symptom("kernel:spl_panic", "VERIFY0(len) failed", "")], "boom")
+    steps = [("touch $OUT/go; sleep 300", False), ("touch $OUT/second-step-ran", False)]
+    sh = tmp_path / "repro.sh"
+    sh.write_text(script(v.nodeid, v, steps, 1, False))
+    (tmp_path / "expected.json").write_text(json.dumps(
+        {"symptoms": [s.to_dict() for s in v.symptoms], "devices": 1}))
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    for t, body in (("zpool", "exit 0"), ("zfs", "exit 0"),
+                    ("dmesg", 'for d in /tmp/ozfs-repro.*; do [ -e "$d/go" ] && '
+                              'echo "VERIFY0(len) failed (-131072)" && echo "PANIC at zfs_uio.c"; '
+                              'done; exit 0')):
+        (bins / t).write_text(f"#!/bin/sh\n{body}\n")
+        (bins / t).chmod(0o755)
+    t0 = time.monotonic()
+    r = subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120,
+                       env={"PATH": f"{bins}:{Path(sys.executable).parent}:/usr/bin:/bin",
+                            "STEP_TIMEOUT": "100"})
+    assert time.monotonic() - t0 < 60, "waited for the stuck step"
+    assert "the kernel reported a failure during this step" in r.stdout
+    assert "skipped: the kernel reported a failure" in r.stdout
+    assert r.returncode == 1 and "REPRODUCED" in r.stdout, r.stdout + r.stderr

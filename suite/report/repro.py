@@ -175,11 +175,21 @@ def script(nodeid: str, v: CaseVerdict, steps: list[tuple[str, bool]], ndev: int
         f"echo '{engine_zip()}' | base64 -d > \"$OUT/engine.zip\"",
         'engine() { PYTHONPATH="$OUT/engine.zip" python3 -m suite.ioengine "$@"; }',
         "export -f engine",
-        'step() {  # run one step with a deadline; a step that overruns is a hang',
+        'KREPORT="VERIFY|PANIC at|BUG:|Oops|general protection fault|hung_task|blocked for more"',
+        'step() {  # one step with a deadline: overrunning is a hang; a kernel report ends it',
         '  echo "+ $1"',
-        '  timeout -k 10 "$STEP_TIMEOUT" bash -c "$1" > "$OUT/step.out" 2>&1; rc=$?',
+        '  if [ -e "$OUT/kernel-report" ]; then echo "!! skipped: the kernel reported a failure"; return 0; fi',
+        '  bash -c "$1" > "$OUT/step.out" 2>&1 & pid=$!; waited=0',
+        '  while kill -0 $pid 2>/dev/null; do',
+        '    if dmesg 2>/dev/null | grep -qE "$KREPORT"; then',
+        '      echo "!! the kernel reported a failure during this step"; touch "$OUT/kernel-report"',
+        '      kill -9 $pid 2>/dev/null; break; fi',
+        '    if [ $waited -ge "$STEP_TIMEOUT" ]; then echo "!! step overran ${STEP_TIMEOUT}s"',
+        '      touch "$OUT/timed-out"; kill -9 $pid 2>/dev/null; break; fi',
+        '    sleep 1; waited=$((waited + 1))',
+        '  done',
+        '  [ -e "$OUT/kernel-report" ] || [ -e "$OUT/timed-out" ] || wait $pid 2>/dev/null',
         '  cat "$OUT/step.out"; grep -h "^{" "$OUT/step.out" >> "$OUT/results.jsonl" || true',
-        '  [ $rc -eq 124 ] && { echo "!! step overran ${STEP_TIMEOUT}s"; touch "$OUT/timed-out"; }',
         "  return 0",
         "}",
         'for t in zpool zfs; do command -v $t > /dev/null || { echo "$t is not on PATH: load',
@@ -200,7 +210,9 @@ def script(nodeid: str, v: CaseVerdict, steps: list[tuple[str, bool]], ndev: int
                          f"> \"$OUT/bg-$RANDOM.jsonl\" 2>&1 ) &")
         else:
             lines.append(f"step {shlex.quote(t)}")
-    lines += ["wait", 'dmesg > "$OUT/dmesg.txt" 2>&1 || true',
+    # Background steps stuck in the kernel never end: not waited for after a report.
+    lines += ['[ -e "$OUT/kernel-report" ] || [ -e "$OUT/timed-out" ] || wait',
+              'dmesg > "$OUT/dmesg.txt" 2>&1 || true',
               'echo "== expected versus observed (outputs in $OUT)"',
               f"python3 - <<'JUDGE'\n{JUDGE.strip()}\nJUDGE"]
     return "\n".join(lines) + "\n"
