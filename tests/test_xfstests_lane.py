@@ -166,3 +166,25 @@ def test_its_packages_are_the_ones_setup_installs():
     listed = {ln.strip() for ln in (xb.paths.PROJECT_ROOT / "ci" / "apt-packages.txt")
               .read_text().splitlines() if ln.strip() and not ln.startswith("#")}
     assert set(xb.APT) <= listed, set(xb.APT) - listed
+
+
+def test_a_gate_sorts_each_xfstests_test_like_a_case(tmp_path):
+    """A test passing on the base and failing with the series is a regression, even
+    though the profile's case fails on both sides (another test fails on both)."""
+    from suite.report.gate import classify
+    for side, st in (("base", "pass"), ("series", "fail")):
+        d = tmp_path / side / "20261205-run" / "cases" / "test_xfstests_direct_"
+        d.mkdir(parents=True)
+        xr.save([xr.XfsResult("generic/091", st, 10, "output mismatch" if st == "fail" else ""),
+                 xr.XfsResult("generic/130", "fail", 5, "known on both"),
+                 xr.XfsResult("generic/300", "excluded", 0, "ENOSPC vs EDQUOT")],
+                d / xr.RESULTS_FILE, {"profile": "direct"})
+    base, series = xr.verdicts(tmp_path / "base"), xr.verdicts(tmp_path / "series")
+    assert set(base) == {"xfstests:generic/091[direct]", "xfstests:generic/130[direct]",
+                         "xfstests:generic/300[direct]"}
+    n = "xfstests:generic/091[direct]"
+    assert classify(n, base[n], series[n], {"base": [], "series": []}).cls == "regression"
+    m = "xfstests:generic/130[direct]"
+    assert classify(m, base[m], series[m]).cls == "still failing"
+    e = "xfstests:generic/300[direct]"
+    assert series[e].outcome == "skipped" and "ENOSPC" in series[e].reason

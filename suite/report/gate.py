@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.report.xfstests import verdicts as xfstests_verdicts
 from suite.sessions import load_verdicts, run_cases
 from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict
 
@@ -163,6 +164,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
         if problem:
             g.problems[side] = problem
         verdicts[side] = load_verdicts(root / side)
+        verdicts[side].update(xfstests_verdicts(root / side))    # each xfstests test too
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
     nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
@@ -172,7 +174,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
     again: dict[str, dict[str, list[str]]] = {n: {"base": [], "series": []} for n in suspects}
     for i in range(reruns if suspects else 0):
         for side, args in sides.items():
-            todo = [n for n in suspects if side == "series" or first[n].base == "pass"]
+            todo = [n for n in suspects if (side == "series" or first[n].base == "pass")
+                    and not n.startswith("xfstests:")]     # those rerun with their profile
             if not todo:
                 continue
             out = root / f"rerun{i + 1}-{side}"

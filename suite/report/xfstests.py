@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from suite import paths
+from suite.symptoms import CaseVerdict, Symptom
 
 RESULTS_FILE = "xfstests-results.json"
 EXCLUDE = paths.PROJECT_ROOT / "patches" / "xfstests" / "exclude.toml"
@@ -223,3 +224,23 @@ def fold_into_junit(xml_path: Path, result_files: list[Path]) -> int:
         added += len(rs)
     tree.write(xml_path, encoding="unicode", xml_declaration=True)
     return added
+
+
+def verdicts(session_dir: Path) -> dict[str, CaseVerdict]:
+    """Each xfstests test of a session's results as a verdict of its own
+    (``xfstests:generic/091[direct]``), so a gate sorts them as it sorts cases: a
+    test that passes on the base and fails with the series is a regression even when
+    its profile's case fails on both sides."""
+    out: dict[str, CaseVerdict] = {}
+    for f in sorted(session_dir.glob(f"*/cases/*/{RESULTS_FILE}")):
+        meta, rs = load(f)
+        for r in rs:
+            nodeid = f"{r.id}[{meta.get('profile', 'plain')}]"
+            if r.status == "pass":
+                out[nodeid] = CaseVerdict(nodeid, "passed")
+            elif r.failed:
+                out[nodeid] = CaseVerdict(nodeid, "failed", [Symptom("xfstests-fail", r.reason)],
+                                          r.reason)
+            else:
+                out[nodeid] = CaseVerdict(nodeid, "skipped", [], f"{r.status}: {r.reason}")
+    return out
