@@ -41,7 +41,8 @@ MIB_2 = 2 << 20
 FILE_ONLY = {"truncate", "punch_hole", "zero_range", "copy_range", "clone_range",
              "snapshot", "rollback", "txg_sync"}
 ZVOL_OPS = {"pread", "preadv", "pwrite", "pwritev", "mmap_read", "mmap_write", "sendfile",
-            "splice", "fsync", "fdatasync", "syncfs", "evict", "verify", "actors"}
+            "splice", "fsync", "fdatasync", "syncfs", "evict", "verify", "actors",
+            "sendfile_out", "splice_out", "vmsplice_in"}
 HAVE = {"volblocksize", "volsize", "compression", "checksum", "sync", "primarycache"}
 # Misaligned O_DIRECT left out of runs on this machine (see tests/test_explore.py ALIGNED).
 ALIGNED = Choices(misaligned_share=0.0, params=("zvol_dio_enabled",))
@@ -561,7 +562,7 @@ def test_some_writes_lay_down_an_earlier_write_s_very_bytes_again():
         seen: set[tuple[int, int, int]] = set()
         again = False
         for op in seq.ops:
-            if op.op in ("pwrite", "pwritev"):
+            if op.op in ("pwrite", "pwritev", "vmsplice_in"):
                 key = (op.off, op.len, op.data)
                 again |= key in seen
                 rewrites += key in seen

@@ -25,7 +25,8 @@ import hashlib
 import random
 from dataclasses import dataclass, field, replace
 
-from suite.explore.ops import (CRASH_OPS, BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
+from suite.explore.reshape import crash_point, outward
+from suite.explore.ops import (CRASH_OPS, OUTWARD, BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
 
 PAGE = 4096
@@ -66,7 +67,8 @@ OP_WEIGHTS: dict[str, int] = {
 BLOCKDEV_SKIP = ("truncate", "punch_hole", "zero_range", "copy_range", "clone_range") + \
     ZFS_OPS + CRASH_OPS
 BLOCK_TARGETS = tuple(t for t in TARGETS if t != "file")
-BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP) + ("actors",)
+BLOCK_OPS = tuple(k for k in OP_WEIGHTS if k not in BLOCKDEV_SKIP) + ("actors",) + \
+    tuple(k for k in OUTWARD if k != "copy_out")    # copy_file_range: regular files only
 # A zvol's own properties (``direct`` is a filesystem property in zvol-dio at
 # f194e02b0: the session keeps only those a zvol of the build has) and the
 # switch of the zvol Direct I/O path, on in two sequences of three.
@@ -147,6 +149,11 @@ class Choices:
     # later, no txg-syncing op between; what survived is judged against the durability
     # model (suite/ioengine/explore/durable.py). From a generator of its own.
     crash_share: float = 0.3
+    # of reads, those made by the kernel moving the target's bytes out (sendfile or
+    # splice into tmpfs or a pipe, copy_file_range to another file system); of writes,
+    # those whose bytes come in as user pages through a pipe (vmsplice, then splice).
+    # Drawn from a generator of their own: other draws stay as they were.
+    outward_share: float = 0.12
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None
@@ -440,6 +447,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                 drawn + crowds < n_ops - 1:
             crowds += 1
             ops.append(g.actors(crowd, crowds))
+    if any(k in ch.ops for k in OUTWARD):
+        ops = outward(ops, random.Random(f"outward:{seed}"), ch, block=target_ops != "file")
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     ops.append(Op("verify"))
@@ -451,23 +460,6 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                for o in ops]
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max, caller=caller)
-
-
-def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
-    """``share`` of the sequences: the op at a drawn index becomes ``freeze`` and the op
-    2-8 later ``crash``, where no snapshot, rollback or txg sync lies between (on a
-    frozen pool a txg is never written: only the ZIL keeps what is synced; and a
-    snapshot a later rollback names stays)."""
-    if len(ops) < 4 or r.random() >= share:
-        return ops
-    for _ in range(8):
-        i = r.randrange(len(ops) - 3)
-        j = min(len(ops) - 1, i + r.choice((2, 3, 5, 8)))
-        if not any(o.op in ZFS_OPS for o in ops[i:j + 1]):
-            out = list(ops)
-            out[i], out[j] = Op("freeze"), Op("crash")
-            return out
-    return ops
 
 
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:

@@ -13,7 +13,7 @@ from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
 from suite.ioengine.explore.step import CRASH_OPS, IFACES, ZFS_OPS, Step
 
-__all__ = ["CRASH_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["OUTWARD", "CRASH_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
@@ -23,10 +23,14 @@ RANGE_OPS = ("mmap_read", "mmap_write", "punch_hole", "zero_range", "copy_range"
 # The source file's bytes moved by the kernel: a block clone, sendfile, splice.
 TRANSFER_OPS = ("clone_range", "sendfile", "splice")
 SYNC_OPS = ("fsync", "fdatasync", "syncfs")
+# The kernel moving the target's bytes out (into tmpfs, a pipe), and user pages in
+# through a pipe (suite/ioengine/explore/outward.py).
+OUTWARD = ("sendfile_out", "splice_out", "copy_out", "vmsplice_in")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify", "actors") + CRASH_OPS
+    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD
+
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
 # What a sequence runs on: a file, a block device, or a zvol the session makes per run.
@@ -41,6 +45,8 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "copy_range": ("off", "len", "src_off"), "clone_range": ("off", "len", "src_off"),
     "sendfile": ("direct", "off", "len", "src_off"), "splice": ("direct", "off", "len", "src_off"),
     "truncate": ("size",), "tamper": ("off", "len"),
+    **{k: ("direct", "off", "len") for k in ("sendfile_out", "splice_out", "copy_out")},
+    "vmsplice_in": ("direct", "off", "len", "data"),
     # segs actors, size requests each, their programs drawn from the seed and data
     "actors": ("off", "len", "segs", "size", "data"),
     "snapshot": ("data",), "rollback": ("data",),     # rollback: to the snapshot of that data

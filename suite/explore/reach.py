@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
-from suite.explore.ops import BUF_SOURCES, IO_OPS, ORIGINS, READS, Sequence
+from suite.explore.ops import (BUF_SOURCES, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
+                               Sequence)
 
 ROWS = BUF_SOURCES + ORIGINS
 DIRECTIONS = ("read", "write")
@@ -23,6 +24,8 @@ CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
     [f"caller:ext4 on loop dio={d}" for d in (0, 1)] + ["caller:overlay"]
 
 
+# The kernel moving bytes: into the target from the source file, out of it, user pages in.
+MOVERS = ("copy_range",) + TRANSFER_OPS + OUTWARD
 ACTOR_COUNTS = (1, 2, 3, 4)
 CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
 
@@ -69,7 +72,7 @@ def direction(op: str) -> str:
 def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
-                  set(crowd_cells(seq)) |
+                  set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()))
 
 
@@ -99,6 +102,8 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
              if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")}
     if crash_points(lines):
         cells.add("crash:freeze")
+    cells |= {f"moved:{ln['op']}" for ln in lines if ln.get("event") == "op"
+              and ln.get("op") in MOVERS and ln.get("outcome") == "ok"}
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
         cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
                                        and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
@@ -124,6 +129,7 @@ class Reach:
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
         want += CALLER_CELLS
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
+        want += [f"moved:{m}" for m in MOVERS]
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
 
@@ -162,6 +168,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         lines.append(f"  {c:20s} " + " ".join(f"{cell(f'actors:{c}:{n}'):>12s}"
                                                for n in ACTOR_COUNTS))
     lines.append(f"  {'crash points (freeze)':20s} {cell('crash:freeze'):>12s}")
+    lines.append(f"moved by the kernel: sequences ({head})")
+    lines.append("  " + "  ".join(f"{m} {cell('moved:' + m)}" for m in MOVERS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

@@ -21,6 +21,7 @@ from typing import Any, Callable, ContextManager
 
 from ..content import compare
 from .actors import op_actors
+from .outward import OUTWARD_OPS
 from .file import (op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
                            op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
 from .origins import Want
@@ -449,5 +450,5 @@ OPS.update({
     "snapshot": op_snapshot, "rollback": op_rollback, "txg_sync": op_txg_sync,
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper, "actors": op_actors,
-    "freeze": op_freeze, "crash": op_crash,
+    "freeze": op_freeze, "crash": op_crash, **OUTWARD_OPS,
 })

@@ -1,0 +1,52 @@
+"""Draws made after a sequence's ops, each from a generator of its own so a seed's
+other draws stay what they were: reads and writes turned into the kernel moving bytes
+out of the target or user pages in through a pipe (``outward``), and a crash point
+(``crash_point``: ``freeze`` ... ``crash``)."""
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
+
+if TYPE_CHECKING:
+    from suite.explore.gen import Choices
+
+
+def outward(ops: list[Op], r: random.Random, ch: "Choices", block: bool = False) -> list[Op]:
+    """``Choices.outward_share`` of the reads become a move out of the target by the
+    kernel, of the writes a vmsplice of the same bytes in (same range, same O_DIRECT);
+    ``block``: no copy_file_range (regular files only). The generator advances on
+    reads and writes alone, so ops inserted between them (a zvol's syncs) change
+    nothing."""
+    outs = tuple(k for k in ("sendfile_out", "splice_out") + (() if block else ("copy_out",))
+                 if k in ch.ops)
+    out = []
+    for o in ops:
+        if o.op not in READS + WRITES:
+            out.append(o)
+            continue
+        roll = r.random()
+        if o.op in READS and outs and roll < ch.outward_share:
+            o = Op(r.choice(outs), direct=o.direct, off=o.off, len=o.len)
+        elif o.op in WRITES and "vmsplice_in" in ch.ops and roll < ch.outward_share:
+            o = Op("vmsplice_in", direct=o.direct, off=o.off, len=o.len, data=o.data)
+        out.append(o)
+    return out
+
+
+def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+    """``share`` of the sequences: the op at a drawn index becomes ``freeze`` and the op
+    2-8 later ``crash``, where no snapshot, rollback or txg sync lies between (on a
+    frozen pool a txg is never written: only the ZIL keeps what is synced; and a
+    snapshot a later rollback names stays)."""
+    if len(ops) < 4 or r.random() >= share:
+        return ops
+    for _ in range(8):
+        i = r.randrange(len(ops) - 3)
+        j = min(len(ops) - 1, i + r.choice((2, 3, 5, 8)))
+        if not any(o.op in ZFS_OPS for o in ops[i:j + 1]):
+            out = list(ops)
+            out[i], out[j] = Op("freeze"), Op("crash")
+            return out
+    return ops
