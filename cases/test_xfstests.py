@@ -60,11 +60,13 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
     selected = xfs_report.expand(selection, xfstests_tree.path)
     t0 = time.monotonic()
+    budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
     run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,
-                        timeout=accel.deadline(BUDGET))
+                        timeout=budget)
     took = time.monotonic() - t0
     results = xfs_report.results(out, selected, excl)
     meta = {"profile": p.name, "selection": selection, "build": zfs_build.key,
+            "stopped": run.rc == 124,
             "describe": zfs_build.source["describe"], "rc": run.rc, "seconds": round(took),
             "xfstests": xfstests_tree.commit}
     xfs_report.save(results, case_dir / xfs_report.RESULTS_FILE, meta)
@@ -74,6 +76,9 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
     (run_ctx.tables_dir() / f"xfstests-{p.name}.txt").write_text(md)
     from suite.plugin.hooks import add_section
     add_section(request.node, f"xfstests {p.name}", md + f"\nconsole: {out / 'console.txt'}")
+    if run.rc == 124:       # timeout(1): the budget ended the run
+        add_section(request.node, "xfstests stopped", f"./check stopped at the budget of "
+                    f"{budget:.0f} s; tests after it are 'not run'")
     ran = [r for r in results if r.status in ("pass", "fail")]
     if not ran:
         symptom("no-result", f"./check exited {run.rc} without a test result")

@@ -166,8 +166,11 @@ def run(zfs, tree: Path, p: Profile, selection: list[str], exclude_file: Path | 
         args += ["-E", "/var/tmp/xfstests/exclude.txt"]
     inner = (f"cd {shlex.quote(str(tree))} && HOST_OPTIONS=/var/tmp/xfstests/local.config "
              f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
-    r = g.run(f"( {inner} ) > /var/tmp/xfstests/console.txt 2>&1; echo rc=$?",
-              timeout=timeout, check=False)
+    # ./check under `timeout`: at the budget it is stopped in the guest, and what ran
+    # is still collected (a test cut short has no result: "not run").
+    r = g.run(f"( timeout -k 30 {int(timeout)} sh -c {shlex.quote(inner)} ) "
+              f"> /var/tmp/xfstests/console.txt 2>&1; echo rc=$?",
+              timeout=timeout + 120, check=False)
     m = re.search(r"rc=(\d+)", r.stdout)
     collect(g, out_dir)
     console = (out_dir / "console.txt").read_text(errors="replace") \

@@ -90,6 +90,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--xfstests-profile", action="append", default=[], metavar="NAME",
                 help="xfstests lane: plain, direct, async, zvol (repeatable; default: every "
                      "profile the build can run)")
+    g.addoption("--xfstests-budget", type=float, default=None, metavar="SECONDS",
+                help="xfstests lane: stop ./check after this many seconds of wall clock "
+                     "(default: 3600 scaled by the accelerator); what ran is reported, the "
+                     "rest as not run")
     g.addoption("--tier", default="full", choices=["auto", "quick", "full"],
                 help="quick: each case function once, with its bug-catching variant; full: "
                      "every variant; auto: full under KVM, quick under TCG (suite/plugin/tiers.py)")
