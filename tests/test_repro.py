@@ -194,3 +194,19 @@ def test_a_kernel_report_ends_the_step_and_the_wait(tmp_path: Path):
     assert "the kernel reported a failure during this step" in r.stdout
     assert "skipped: the kernel reported a failure" in r.stdout
     assert r.returncode == 1 and "REPRODUCED" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_guest_that_died_under_a_kernel_failure_counts_as_reproduced(tmp_path: Path):
+    from suite.report.repro import died
+    exp = tmp_path / "expected.json"
+    exp.write_text(json.dumps({"symptoms": [{"kind": "kernel:spl_panic"}, {"kind": "no-result"}]}))
+    vm = tmp_path / "run" / "vms" / "repro-1"
+    vm.mkdir(parents=True)
+    (vm / "console.log").write_text("[ 47.1] VERIFY0(len) failed (-1048576)\n"
+                                    "[ 47.2] PANIC at zfs_uio.c:230:zfs_uio_pin_user_pages()\n")
+    assert died(exp, tmp_path / "run", "guest stopped answering") == 1
+    (vm / "console.log").write_text("[ 47.1] nothing the kernel said\n")
+    assert died(exp, tmp_path / "run", "guest stopped answering") == 2
+    exp.write_text(json.dumps({"symptoms": [{"kind": "wrong-bytes"}]}))
+    (vm / "console.log").write_text("[ 1.0] BUG: unable to handle page fault\n")
+    assert died(exp, tmp_path / "run", "x") == 2       # not the failure it recorded

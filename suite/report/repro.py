@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from suite import paths
+from suite.errors import GuestError
 from suite.symptoms import CaseVerdict
 
 CMD = re.compile(r"^\[[^\]]*\] \S+( background)? \$ (.*)$")
@@ -243,6 +244,30 @@ def write_reproducer(case_dir: Path, nodeid: str, v: CaseVerdict) -> Path | None
     return sh
 
 
+KERNEL_REPORT = re.compile(r"VERIFY|PANIC at|BUG:|Oops|general protection fault|Kernel panic")
+DEATH_KINDS = ("no-result", "D-state", "hang")
+
+
+def died(expected: Path, run_dir: Path, why: str) -> int:
+    """The guest died running the reproducer: reproduced (1) when the console shows a
+    kernel report and the recorded failure was the kernel's (a ``kernel:*`` kind, or a
+    case that never came back), else inconclusive (2)."""
+    kinds = [s.get("kind", "") for s in json.loads(expected.read_text()).get("symptoms", [])] \
+        if expected.exists() else []
+    lines = [ln for f in sorted(run_dir.glob("vms/*/console.log"))
+             for ln in f.read_text(errors="replace").splitlines() if KERNEL_REPORT.search(ln)]
+    print(f"the guest died running the reproducer ({why.splitlines()[0]})")
+    for ln in lines[:8]:
+        print(f"  console: {ln.strip()}")
+    if lines and any(k.startswith("kernel:") or k in DEATH_KINDS for k in kinds):
+        print(f"REPRODUCED: the kernel's report, as recorded ({', '.join(kinds)}); "
+              f"results {run_dir}")
+        return 1
+    print(f"exit 2 (setup failed or inconclusive: no kernel report for {', '.join(kinds)}); "
+          f"results {run_dir}")
+    return 2
+
+
 def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
     """Run ``case_dir/repro/repro.sh`` in a fresh guest of the case's shape with
     the build ``opts`` names loaded; its exit code (1 reproduced, 0 not, 2 setup)."""
@@ -275,8 +300,11 @@ def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
         env = (f"PATH={':'.join(libs + tools)}:$PATH LD_LIBRARY_PATH={':'.join(libs)} "
                f"STEP_TIMEOUT={int(a.deadline(120))}")
         print(f"{record.summary()}\nguest {shape}; running {sh} {devs}", flush=True)
-        r = g.zfs.guest.run(f"{env} bash {shlex.quote(str(sh))} {devs}",
-                            timeout=a.deadline(3600), check=False)
+        try:
+            r = g.zfs.guest.run(f"{env} bash {shlex.quote(str(sh))} {devs}",
+                                timeout=a.deadline(3600), check=False)
+        except GuestError as e:         # the guest died under it: its console says why
+            return died(case_dir / "repro" / "expected.json", run_dir, str(e))
         print(r.stdout[-20000:])
         if r.stderr.strip():
             print(r.stderr[-3000:])
