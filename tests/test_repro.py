@@ -210,3 +210,24 @@ def test_a_guest_that_died_under_a_kernel_failure_counts_as_reproduced(tmp_path:
     exp.write_text(json.dumps({"symptoms": [{"kind": "wrong-bytes"}]}))
     (vm / "console.log").write_text("[ 1.0] BUG: unable to handle page fault\n")
     assert died(exp, tmp_path / "run", "x") == 2       # not the failure it recorded
+
+
+def test_tasks_the_engine_saw_stuck_are_the_recorded_hang(tmp_path: Path):
+    """remap-cross reports its own tasks left in D state and returns: the step did not
+    overrun, yet the hang is there."""
+    from suite.report.repro import JUDGE
+    rec = {"symptoms": [{"kind": "hang", "detail": "ficlonerange A->B beside B->A"},
+                        {"kind": "D-state", "detail": "1568 (python3)"}]}
+    (tmp_path / "expected.json").write_text(json.dumps(rec))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dmesg.txt").write_text("")
+    line = {"event": "remap-cross", "stuck": {"548": {"state": "D", "wchan": "zpl_clone"}}}
+    (out / "results.jsonl").write_text(json.dumps(line) + "\n")
+    r = subprocess.run([sys.executable, "-c", JUDGE], capture_output=True, text=True,
+                       env={"HERE": str(tmp_path), "OUT": str(out)}, timeout=60)
+    assert r.returncode == 1 and "REPRODUCED (2 of 2" in r.stdout, r.stdout + r.stderr
+    (out / "results.jsonl").write_text(json.dumps({"event": "remap-cross", "stuck": {}}) + "\n")
+    r = subprocess.run([sys.executable, "-c", JUDGE], capture_output=True, text=True,
+                       env={"HERE": str(tmp_path), "OUT": str(out)}, timeout=60)
+    assert r.returncode == 0

@@ -106,7 +106,7 @@ def engine_zip() -> str:
 JUDGE = r'''
 import glob, json, os, re, sys
 rec = json.load(open(os.path.join(os.environ["HERE"], "expected.json")))
-results, explored = {}, []
+results, explored, stuck = {}, [], []
 for f in glob.glob(os.path.join(os.environ["OUT"], "*.jsonl")):
     for ln in open(f):
         if ln.startswith("{"):
@@ -115,6 +115,8 @@ for f in glob.glob(os.path.join(os.environ["OUT"], "*.jsonl")):
                 results[d["id"]] = d
             elif d.get("event") == "explore-done":
                 explored.append(d)
+            if d.get("stuck"):              # the engine saw its own tasks stuck (remap-cross)
+                stuck.append(d)
 def moved(c, *keys):
     return any((c or {}).get(k) for k in keys)
 def shows(kind, r):
@@ -138,7 +140,7 @@ for s in rec["symptoms"]:
         hit = re.search(r"VERIFY|PANIC|BUG:|WARNING:|Oops|hung_task|blocked for more|slub|"
                         r"Redzone|Poison", dmesg)
     elif kind in ("hang", "D-state", "no-result"):
-        hit = hung
+        hit = hung or bool(stuck)
     elif detail.startswith("explore ") or (explored and not results):
         # a sequence of suite explore (or of its corpus: "NAME.json: failed at op N") failed
         hit = any(not e.get("ok") and e.get("kind") == kind for e in explored)
