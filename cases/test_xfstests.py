@@ -58,7 +58,7 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
     out.mkdir(parents=True, exist_ok=True)
     excl = xfs_report.exclusions(xfstests_tree.path)
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
-    selected = xfs_report.expand(selection, xfstests_tree.path)
+    selected = xfs_report.expand(selection, xfstests_tree.path, "ext4" if p.zvol else "zfs")
     t0 = time.monotonic()
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
     run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,

@@ -64,6 +64,8 @@ def tree_with_groups(tmp_path: Path) -> Path:
     (tmp_path / "tests" / "generic").mkdir(parents=True)
     (tmp_path / "tests" / "generic" / "group.list").write_text(
         "# generated\n019 aio auto\n091 rw auto quick\n130 auto quick\n300 aio auto\n")
+    (tmp_path / "tests" / "ext4").mkdir()
+    (tmp_path / "tests" / "ext4" / "group.list").write_text("301 aio auto\n")
     (tmp_path / xr.FORK_EXCLUDE).write_text("# ENOSPC vs EDQUOT\ngeneric/300\n# unknown\n"
                                             "generic/091\n")
     return tmp_path
@@ -74,6 +76,7 @@ def test_groups_expand_and_exclusions_carry_a_reason(tmp_path):
     assert xr.expand(["-g", "aio", "generic/130"], tree) == \
         ["generic/019", "generic/130", "generic/300"]
     assert xr.expand(["-g", "auto", "-x", "aio"], tree) == ["generic/091", "generic/130"]
+    assert "ext4/301" in xr.expand(["-g", "aio"], tree, "ext4")     # ext4 on zvols: its own
     excl = xr.exclusions(tree)
     assert excl["generic/300"].reason == "the fork excludes it: ENOSPC vs EDQUOT"
     assert excl["generic/300"].source == "fork"

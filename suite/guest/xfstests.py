@@ -14,8 +14,8 @@ As openzfs/zfs#18845 runs it, with what the fork insists on:
   write of the peer suite through Direct I/O) and its module parameters; the zvol
   profile runs ``FSTYP=ext4`` on two zvols instead.
 
-``./check`` runs from the built tree (the host's, read-only in the guest) with
-``RESULT_BASE`` in the guest's ``/var/tmp``; its xunit report, console and each
+``./check`` runs from a copy of the built tree in the guest's ``/var/tmp`` (the host's
+is read-only there, and tests write beside ``check``) with ``RESULT_BASE`` beside it; its xunit report, console and each
 test's ``.out.bad``/``.full``/``.dmesg`` are fetched into the case's folder.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ TEST_POOL, SCRATCH_POOL = "xfstestpool", "xfscratch"
 TEST_FS = f"{TEST_POOL}/testfs"
 TEST_DIR, SCRATCH_MNT = "/var/tmp/xfstests/test", "/var/tmp/xfstests/scratch"
 RESULTS = "/var/tmp/xfstests/results"
+TREE = "/var/tmp/xfstests/tree"       # the built tree, copied where tests may write
 USERS = (("fsgqa", 5001), ("fsgqa2", 5002), ("123456-fsgqa", 5003))
 GROUP = ("fsgqa", 5001)
 TEST_PROPS = {"acltype": "posix", "xattr": "sa", "compression": "off", "relatime": "off",
@@ -164,7 +165,10 @@ def run(zfs, tree: Path, p: Profile, selection: list[str], exclude_file: Path | 
     if exclude_file is not None and any(s.startswith("-g") for s in selection):
         g.put(exclude_file, "/var/tmp/xfstests/exclude.txt")
         args += ["-E", "/var/tmp/xfstests/exclude.txt"]
-    inner = (f"cd {shlex.quote(str(tree))} && HOST_OPTIONS=/var/tmp/xfstests/local.config "
+    # A copy in the guest's own /var/tmp: the host's tree is read-only there, and tests
+    # write beside ./check (fio's verify state files: generic/299 failed on them).
+    g.run(f"rm -rf {TREE} && cp -a {shlex.quote(str(tree))} {TREE}", timeout=600)
+    inner = (f"cd {TREE} && HOST_OPTIONS=/var/tmp/xfstests/local.config "
              f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
     # ./check under `timeout`: at the budget it is stopped in the guest, and what ran
     # is still collected (a test cut short has no result: "not run").
