@@ -209,22 +209,16 @@ def junit_suite(rs: list[XfsResult], name: str, where: str = "") -> ET.Element:
 
 def fold_into_junit(xml_path: Path, result_files: list[Path]) -> int:
     """Append a ``<testsuite>`` per xfstests results file to the JUnit XML."""
+    from suite.report.zts import append_suites
     if not xml_path.exists() or not result_files:
         return 0
-    tree = ET.parse(xml_path)
-    root = tree.getroot()
-    if root.tag != "testsuites":
-        wrapper = ET.Element("testsuites")
-        wrapper.append(root)
-        root = wrapper
-        tree = ET.ElementTree(root)
-    added = 0
+    suites, added = [], 0
     for f in result_files:
         meta, rs = load(f)
-        root.append(junit_suite(rs, f"xfstests-{meta.get('profile', 'plain')}",
-                                str(f.parent / "xfstests" / "results")))
+        suites.append(junit_suite(rs, f"xfstests-{meta.get('profile', 'plain')}",
+                                  str(f.parent / "xfstests" / "results")))
         added += len(rs)
-    tree.write(xml_path, encoding="unicode", xml_declaration=True)
+    append_suites(xml_path, suites)
     return added
 
 

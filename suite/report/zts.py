@@ -124,12 +124,9 @@ def junit_suite(results: list[ZtsResult], name: str, console_ref: str = "") -> E
     return suite
 
 
-def fold_into_junit(xml_path: Path, result_files: list[Path], label: str = "") -> int:
-    """Append a ``<testsuite>`` per ZTS results file to the JUnit XML at
-    ``xml_path`` (named ``zts-<tag>``, ``-<label>`` added); returns the testcases
-    added."""
-    if not xml_path.exists() or not result_files:
-        return 0
+def append_suites(xml_path: Path, suites: list[ET.Element]) -> None:
+    """Append ``<testsuite>`` elements to the JUnit XML at ``xml_path`` (wrapped in
+    ``<testsuites>`` if pytest wrote a single suite)."""
     tree = ET.parse(xml_path)
     root = tree.getroot()
     if root.tag != "testsuites":
@@ -137,12 +134,21 @@ def fold_into_junit(xml_path: Path, result_files: list[Path], label: str = "") -
         wrapper.append(root)
         root = wrapper
         tree = ET.ElementTree(root)
-    added = 0
+    root.extend(suites)
+    tree.write(xml_path, encoding="unicode", xml_declaration=True)
+
+
+def fold_into_junit(xml_path: Path, result_files: list[Path], label: str = "") -> int:
+    """Append a ``<testsuite>`` per ZTS results file to the JUnit XML at
+    ``xml_path`` (named ``zts-<tag>``, ``-<label>`` added); returns the testcases
+    added."""
+    if not xml_path.exists() or not result_files:
+        return 0
+    suites, added = [], 0
     for f in result_files:
         meta, results = load(f)
         name = f"zts-{meta.get('tag', 'tags')}" + (f"-{label}" if label else "")
-        root.append(junit_suite(results, name,
-                                str(f.parent / "test_results.tar.gz")))
+        suites.append(junit_suite(results, name, str(f.parent / "test_results.tar.gz")))
         added += len(results)
-    tree.write(xml_path, encoding="unicode", xml_declaration=True)
+    append_suites(xml_path, suites)
     return added

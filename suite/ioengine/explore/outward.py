@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import errno as errno_mod
+import fcntl
 import mmap
 import os
 from typing import TYPE_CHECKING
@@ -85,7 +86,6 @@ def op_splice_out(ctx: Ctx, s: Step) -> Outcome:
     try:
         try:
             os.set_blocking(r, False)
-            import fcntl
             fcntl.fcntl(w, F_SETPIPE_SZ, min(PIPE_MAX, max(s.len, 4096)))
         except OSError:
             pass
@@ -134,7 +134,6 @@ def op_vmsplice_in(ctx: Ctx, s: Step) -> Outcome:
     done, err = 0, 0
     try:
         try:
-            import fcntl
             fcntl.fcntl(w, F_SETPIPE_SZ, min(PIPE_MAX, max(s.len, 4096)))
         except OSError:
             pass
