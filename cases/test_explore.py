@@ -33,6 +33,7 @@ import pytest
 from suite.errors import SuiteError
 from suite.explore.crashes.fresh import FreshGuests
 from suite.explore.crashes.pace import Pace
+from suite.explore.crashes.power import PowerCuts
 from suite.explore.crashes.stream import StreamingRunner
 from suite.explore import reach
 from suite.explore.known import read_known
@@ -108,14 +109,19 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     prepare_guest(zfs_guest)
     pace = Pace(scale=engine.scale)     # the slowest op so far, across fresh guests
 
+    power: PowerCuts | None = None
+
     def runner(eng) -> StreamingRunner:
         g = guests.current
         return StreamingRunner(eng, pace, console=g.watch.seen if g and g.watch else None,
-                               evidence=case_dir / "explore" / "trips")
+                               evidence=case_dir / "explore" / "trips",
+                               on_cut=power.cut if power is not None else None)
 
     fresh = FreshGuests(guests, pool, case_dir, target, runner)
+    if target == "file":            # a zvol's power cuts are not modelled yet
+        power = PowerCuts(guests, pool, case_dir, runner)
     result = explore(runner(engine), settings, seed, explore_budget, choices,
-                     Conditions(zfs_guest, pool), zvols=zvols, renew=fresh)
+                     Conditions(zfs_guest, pool), zvols=zvols, renew=fresh, power=power)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "
           f"{result.elapsed_s:.0f}s, {result.boots} fresh guests after a trip; summary "
           f"{settings.out_dir / 'summary.json'}")

@@ -25,7 +25,7 @@ import hashlib
 import random
 from dataclasses import dataclass, field, replace
 
-from suite.explore.reshape import crash_point, outward
+from suite.explore.reshape import crash_point, outward, power_cut
 from suite.explore.ops import (CRASH_OPS, OUTWARD, BUF_SOURCES, IFACES, OP_KINDS, ORIGINS, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
 
@@ -149,6 +149,11 @@ class Choices:
     # later, no txg-syncing op between; what survived is judged against the durability
     # model (suite/ioengine/explore/durable.py). From a generator of its own.
     crash_share: float = 0.3
+    # of those, the ones that end in a real power cut instead of their verify: O_DIRECT
+    # writes submitted and not reaped, a barrier or none, the guest's power cut, the pool
+    # imported on a guest booted on the same disks (suite/ioengine/explore/powercut.py).
+    # A boot each: rare. From a generator of its own.
+    power_share: float = 0.12
     # of reads, those made by the kernel moving the target's bytes out (sendfile or
     # splice into tmpfs or a pipe, copy_file_range to another file system); of writes,
     # those whose bytes come in as user pages through a pipe (vmsplice, then splice).
@@ -451,7 +456,9 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = outward(ops, random.Random(f"outward:{seed}"), ch, block=target_ops != "file")
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
-    ops.append(Op("verify"))
+    cut = power_cut(random.Random(f"power:{seed}"), ch, file_size_max, len(ops)) \
+        if zfs_ops and target == "file" and "power_cut" in ch.ops else None
+    ops.append(cut or Op("verify"))
     if params.get("zfs_vdev_direct_write_verify") == 0:
         # Without write verify a Direct I/O write whose buffer changes in flight may
         # store a block whose checksum is not its data's (OpenZFS says so): a later read

@@ -11,9 +11,9 @@ from typing import Any
 # One list of interfaces and buffer sources: the guest's, which parses them.
 from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
-from suite.ioengine.explore.step import CRASH_OPS, IFACES, ZFS_OPS, Step
+from suite.ioengine.explore.step import CRASH_OPS, IFACES, POWER_OPS, ZFS_OPS, Step
 
-__all__ = ["OUTWARD", "CRASH_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
@@ -29,7 +29,7 @@ OUTWARD = ("sendfile_out", "splice_out", "copy_out", "vmsplice_in")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD
+    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD + POWER_OPS
 
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
@@ -50,6 +50,8 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # segs actors, size requests each, their programs drawn from the seed and data
     "actors": ("off", "len", "segs", "size", "data"),
     "snapshot": ("data",), "rollback": ("data",),     # rollback: to the snapshot of that data
+    # segs O_DIRECT writes of len bytes from off, submitted and never reaped; a barrier
+    "power_cut": ("iface", "off", "len", "segs", "data", "barrier"),
 }
 
 

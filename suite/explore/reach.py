@@ -51,18 +51,23 @@ def crowd_cells(seq: Sequence, counts: Iterable[int] | None = None) -> list[str]
     return sorted(f"actors:{caller_label(seq)}:{n}" for n in got | {1})
 
 
-def crash_points(lines: Iterable[dict[str, Any]]) -> int:
-    """The crash points a run went through (a ``crash`` op that recovered the pool)."""
-    return sum(1 for ln in lines if ln.get("event") == "op" and ln.get("op") == "crash"
+def crash_points(lines: Iterable[dict[str, Any]], op: str = "crash") -> int:
+    """The crash points a run went through: ``crash`` ops that recovered a frozen pool
+    (``power_cut``: power cuts recovered on the guest booted after)."""
+    return sum(1 for ln in lines if ln.get("event") == "op" and ln.get("op") == op
                and ln.get("outcome") == "ok")
 
 
 def crash_rate(runs: list[dict[str, Any]]) -> str:
     """``N crash points in M min (X a minute)`` over an exploration's runs."""
     n = sum(int(r.get("crashes") or 0) for r in runs)
+    cuts = sum(int(r.get("power_cuts") or 0) for r in runs)
     minutes = sum(float(r.get("seconds") or 0) for r in runs) / 60
-    rate = f"{n / minutes:.1f} a minute" if minutes else "no time"
-    return f"{n} crash points (zpool freeze, then export + import) in {minutes:.1f} min ({rate})"
+
+    def rate(k: int) -> str:
+        return f"{k / minutes:.2f} a minute" if minutes else "no time"
+    return (f"{n} crash points (zpool freeze, then export + import) and {cuts} power cuts "
+            f"(a fresh guest on the same disks) in {minutes:.1f} min ({rate(n)}; {rate(cuts)})")
 
 
 def direction(op: str) -> str:
@@ -73,7 +78,8 @@ def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
-                  ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()))
+                  ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
+                  ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()))
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -102,6 +108,8 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
              if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")}
     if crash_points(lines):
         cells.add("crash:freeze")
+    if crash_points(lines, "power_cut"):
+        cells.add("crash:power")
     cells |= {f"moved:{ln['op']}" for ln in lines if ln.get("event") == "op"
               and ln.get("op") in MOVERS and ln.get("outcome") == "ok"}
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
@@ -168,6 +176,7 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         lines.append(f"  {c:20s} " + " ".join(f"{cell(f'actors:{c}:{n}'):>12s}"
                                                for n in ACTOR_COUNTS))
     lines.append(f"  {'crash points (freeze)':20s} {cell('crash:freeze'):>12s}")
+    lines.append(f"  {'power cuts':20s} {cell('crash:power'):>12s}")
     lines.append(f"moved by the kernel: sequences ({head})")
     lines.append("  " + "  ".join(f"{m} {cell('moved:' + m)}" for m in MOVERS))
     lines.append("who issues the requests: sequences")

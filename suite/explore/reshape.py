@@ -1,13 +1,17 @@
 """Draws made after a sequence's ops, each from a generator of its own so a seed's
 other draws stay what they were: reads and writes turned into the kernel moving bytes
 out of the target or user pages in through a pipe (``outward``), and a crash point
-(``crash_point``: ``freeze`` ... ``crash``)."""
+(``crash_point``: ``freeze`` ... ``crash``), and a power cut to end a sequence
+(``power_cut``)."""
 from __future__ import annotations
 
 import random
 from typing import TYPE_CHECKING
 
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
+
+PAGE = 4096
+POWER_LENGTHS = (4096, 16384, 131072, 1 << 20)
 
 if TYPE_CHECKING:
     from suite.explore.gen import Choices
@@ -50,3 +54,18 @@ def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
             out[i], out[j] = Op("freeze"), Op("crash")
             return out
     return ops
+
+
+def power_cut(r: random.Random, ch: "Choices", file_size_max: int, token: int) -> Op | None:
+    """``Choices.power_share`` of the sequences: a ``power_cut`` to end them (in place of
+    their verify): 1-4 O_DIRECT writes through libaio or io_uring (or none), a barrier
+    drawn among fsync, fdatasync, syncfs and none. Data tokens from ``token`` on (past
+    every other op's)."""
+    if r.random() >= ch.power_share:
+        return None
+    iface = r.choice(("libaio", "libaio", "io_uring", "sync"))
+    segs = r.choice((1, 2, 4))
+    length = r.choice([n for n in POWER_LENGTHS if n * segs <= file_size_max] or [PAGE])
+    off = r.randrange(0, max(1, (file_size_max - length * segs) // PAGE + 1)) * PAGE
+    return Op("power_cut", iface=iface, off=off, len=length, segs=segs, data=1000 + token,
+              barrier=r.choice(("fsync", "fsync", "fdatasync", "syncfs", "")))

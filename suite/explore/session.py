@@ -50,6 +50,7 @@ class RunOutput:
     rc: int | None = None
     stderr: str = ""
     trip: Trip | None = None        # the kernel, a hang or a lost guest cut the run short
+    cut: dict[str, Any] | None = None   # the power_cut op's line: the power was cut there
 
 
 class SequenceRunner(Protocol):
@@ -231,6 +232,13 @@ class Fresh:
 
 
 Renew = Callable[[str], Fresh]      # renew(why): boot a fresh guest, pool and dataset
+POWER_WAIT_S = 900.0                # how long a power_cut op waits for the cut (the boot is after)
+
+
+class Power(Protocol):
+    """Recovery after a power cut (``suite/explore/crashes/power.py``)."""
+    def recover(self, line: dict[str, Any], n_ops: int, name: str,
+                seq_dir: Path) -> tuple[Fresh, list[dict[str, Any]]]: ...
 
 
 class Explorer:
@@ -246,8 +254,10 @@ class Explorer:
                  configure: Callable[[Sequence], None] = lambda seq: None,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = print,
                  declare: Declare | None = None, zfs: GuestZfs | None = None,
-                 zvols: ZvolMaker | None = None, renew: Renew | None = None):
+                 zvols: ZvolMaker | None = None, renew: Renew | None = None,
+                 power: Power | None = None):
         self.runner, self.s = runner, settings
+        self.power = power          # None: no power cut is drawn
         self.configure, self.clock, self.log = configure, clock, log
         self.renew = renew
         self.dead = ""              # why the guest is gone, when nothing can renew it
@@ -262,6 +272,9 @@ class Explorer:
                              "session has no ZFS commands for the guest (give zfs=GuestZfs)")
         wanted = choices.zfs_ops            # None: as the session can
         self.choices = replace(choices, zfs_ops=(zfs is not None) if wanted is None else wanted)
+        if power is None:
+            self.choices = replace(self.choices,
+                                   ops=tuple(o for o in self.choices.ops if o != "power_cut"))
         self.engine_args = zfs.engine_args() if zfs is not None else []
         self.declared: set[str] = set()
         self.targets = make_targets(settings.target, settings.workdir, zvols, log)
@@ -290,9 +303,13 @@ class Explorer:
         # without one run as they always did.
         zfs_ops = any(o.op in ZFS_OPS for o in seq.ops)
         extra = [*run.args, *(self.engine_args if run.zvol is None or zfs_ops else [])]
+        if self.power is not None and any(o.op == "power_cut" for o in seq.ops):
+            extra += ["--power-cut-wait", str(POWER_WAIT_S)]
         t = self.clock()
         self.fresh = False
         out = self.runner.run_sequence(seq_file, run.path, self.s.seq_timeout_s, extra)
+        if out.cut is not None and self.power is not None:
+            out = self.after_power_cut(out, len(seq.ops), name)
         self.last_timing = engine_timing(out.lines, self.clock() - t)
         self.last_lines = out.lines
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr) if out.trip is None \
@@ -306,14 +323,16 @@ class Explorer:
         self.last[seq.key()] = v
         return v
 
-    def replace_guest(self, why: str) -> None:
-        """A fresh guest, pool and dataset for the next run (``renew``); without
-        one the session can run nothing more (``dead`` says why)."""
-        if self.renew is None:
-            self.dead = why
-            return
-        fresh = self.renew(why)
-        self.boots += 1
+    def after_power_cut(self, out: RunOutput, n_ops: int, name: str) -> RunOutput:
+        """The power was cut in the run: recover on the guest booted after, go on there."""
+        assert out.cut is not None and self.power is not None
+        fresh, lines = self.power.recover(out.cut, n_ops, name, self.s.seq_dir)
+        self.adopt(fresh)
+        done = next((ln for ln in lines if ln.get("event") == "explore-done"), {})
+        return RunOutput(out.lines + lines, 0 if done.get("ok") else 1, out.stderr)
+
+    def adopt(self, fresh: Fresh) -> None:
+        """Run from now on in the guest ``fresh`` is bound to."""
         self.runner, self.configure = fresh.runner, fresh.configure
         if isinstance(fresh.configure, Conditions):
             self.declare = fresh.configure.declare
@@ -322,6 +341,15 @@ class Explorer:
         self.declared = set()           # the new guest's judges know of nothing yet
         self.targets = make_targets(self.s.target, self.s.workdir, fresh.zvols, self.log)
         self.fresh, self.dead = True, ""
+
+    def replace_guest(self, why: str) -> None:
+        """A fresh guest, pool and dataset for the next run (``renew``); without
+        one the session can run nothing more (``dead`` says why)."""
+        if self.renew is None:
+            self.dead = why
+            return
+        self.adopt(self.renew(why))
+        self.boots += 1
 
     def declare_leaves(self, seq: Sequence) -> None:
         """Declare, before it runs, the ereports ``seq``'s ops may leave with
@@ -393,6 +421,7 @@ class Explorer:
                                 "cells": seq_cells(seq), "tunables": seq_tunables(seq),
                                 "executed": run_cells(self.last_lines, seq),
                                 "crashes": crash_points(self.last_lines),
+                                "power_cuts": crash_points(self.last_lines, "power_cut"),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
@@ -455,8 +484,8 @@ def explore(runner: SequenceRunner, settings: Settings, master_seed: int, budget
             clock: Callable[[], float] = time.monotonic,
             log: Callable[[str], None] = print, declare: Declare | None = None,
             zfs: GuestZfs | None = None, zvols: ZvolMaker | None = None,
-            renew: Renew | None = None) -> ExploreResult:
+            renew: Renew | None = None, power: Power | None = None) -> ExploreResult:
     """Explore until the budget is spent or the findings asked for are made (and
     shrunk); ``renew`` boots a fresh guest after one the kernel took down."""
     return Explorer(runner, settings, choices or Choices(), configure, clock, log,
-                    declare, zfs, zvols, renew).run(master_seed, budget)
+                    declare, zfs, zvols, renew, power).run(master_seed, budget)

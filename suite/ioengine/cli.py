@@ -1,4 +1,4 @@
-"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev|explore-run|remap-cross|unpinnable|refused|serve ...``.
+"""The command line: ``python -m suite.ioengine run|write-file|hold|flood|zvol-dev|explore-run|explore-recover|remap-cross|unpinnable|refused|serve ...``.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .barriers import add_commands as add_write_commands
 from .blockdev import add_commands as add_blockdev_commands
 from .counters import to_int
 from .explore.run import add_commands as add_explore_commands
+from .explore.powercut import add_commands as add_recover_commands
 from .plan import DEFAULT_PARAM_DIR, DIO_ALIGN
 from .remap import add_commands as add_remap_commands
 from .refused import add_commands as add_refused_commands
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_write_commands(sub)
     add_blockdev_commands(sub)
     add_explore_commands(sub)
+    add_recover_commands(sub)
     add_remap_commands(sub)
     add_unpinnable_commands(sub)
     add_refused_commands(sub)

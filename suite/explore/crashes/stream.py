@@ -51,8 +51,10 @@ class StreamingRunner:
     trip's report lines); ``evidence`` is where a hang's stacks go."""
 
     def __init__(self, engine: Any, pace: Pace | None = None, console: Console | None = None,
-                 evidence: Path | None = None, clock: Callable[[], float] = time.monotonic):
+                 evidence: Path | None = None, clock: Callable[[], float] = time.monotonic,
+                 on_cut: Callable[[], None] | None = None):
         self.engine = engine
+        self.on_cut = on_cut        # cuts the guest's power (suite/explore/crashes/power.py)
         self.pace = pace or Pace(scale=engine.scale)
         self.console, self.evidence, self.clock = console, evidence, clock
 
@@ -75,6 +77,11 @@ class StreamingRunner:
         try:
             while not bg.poll(POLL_S):
                 lines = parse_lines(bg.result().stdout)
+                cut = next((ln for ln in lines if ln.get("event") == "power-cut"), None)
+                if cut is not None and self.on_cut is not None:
+                    out.write_text(bg.result().stdout)
+                    self.on_cut()           # at once: its writes are still in flight
+                    return RunOutput(lines, None, "", cut=cut)
                 now = self.clock()
                 progress.see(lines, now)
                 quiet = progress.stalled(now)

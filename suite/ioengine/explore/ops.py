@@ -30,6 +30,7 @@ from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatc
 from .race import Racer, landed
 from .step import OPS, Step
 from .xfer import clone_range, copy_range, sendfile_into, splice_into
+from .powercut import op_power_cut
 from .zfs import op_crash, op_freeze, op_rollback, op_snapshot, op_txg_sync
 from ..plan import DIO_ALIGN, errno_name
 
@@ -450,5 +451,5 @@ OPS.update({
     "snapshot": op_snapshot, "rollback": op_rollback, "txg_sync": op_txg_sync,
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper, "actors": op_actors,
-    "freeze": op_freeze, "crash": op_crash, **OUTWARD_OPS,
+    "freeze": op_freeze, "crash": op_crash, "power_cut": op_power_cut, **OUTWARD_OPS,
 })

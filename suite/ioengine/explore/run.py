@@ -45,7 +45,7 @@ from ..content import pattern
 from . import callers, durable
 from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
-from .step import SOURCE_OPS, Step
+from .step import CRASH_OPS, POWER_OPS, SOURCE_OPS, Step
 from .zfs import ZfsTools, destroy_snapshots, recover
 from .requests import Target
 from ..plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
@@ -117,7 +117,8 @@ def process_age_s() -> float | None:
 
 def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
                  blockdev: bool, timeout_s: float, keep: bool,
-                 tamper_data: int | None = None, zfs: ZfsTools | None = None) -> int:
+                 tamper_data: int | None = None, zfs: ZfsTools | None = None,
+                 power_wait_s: float = 0.0) -> int:
     started = process_age_s()
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
@@ -138,7 +139,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     source = b""
     if any(s.op in SOURCE_OPS + ("actors",) for s in steps):      # actors copy from it
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
-    ctx = Ctx(target, Model(init), seed, source, zfs)
+    ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s)
     if zfs is not None and not blockdev and loop is None:     # a crash can be made here
         ctx.durable = durable.Durable.of(init)
         ctx.sync_always = (seq.get("props") or {}).get("sync") == "always"
@@ -149,10 +150,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     try:
         for i, step in enumerate(steps):
             emit({"event": "begin", "i": i, "op": step.op})
+            ctx.step_index = i
             t = time.monotonic()
             before = bytes(ctx.model.data) if ctx.durable is not None else b""
             o = run_op(ctx, step)
-            if ctx.durable is not None and o.ok and step.op not in ("freeze", "crash"):
+            if ctx.durable is not None and o.ok and step.op not in CRASH_OPS + POWER_OPS:
                 durable.after_op(ctx.durable, step.op, before, bytes(ctx.model.data),
                                  ctx.frozen, ctx.sync_always)
             tamper_hook(ctx, step, o, tamper_data)
@@ -259,7 +261,8 @@ def cmd_explore_run(args: argparse.Namespace) -> int:
         zfs = ZfsTools(args.zfs_dataset, args.zfs_cmd, args.zpool_cmd, args.zfs_libdir,
                        args.op_timeout)
     return run_sequence(seq, steps, path, args.scratch or path, blockdev,
-                        args.op_timeout, args.keep, args.tamper_after_data, zfs)
+                        args.op_timeout, args.keep, args.tamper_after_data, zfs,
+                        args.power_cut_wait)
 
 
 def add_commands(sub: Any) -> None:
@@ -286,6 +289,9 @@ def add_commands(sub: Any) -> None:
     z.add_argument("--zpool-cmd", default="zpool", metavar="PATH", help="the build's zpool")
     z.add_argument("--zfs-libdir", default=None, metavar="DIR",
                    help="LD_LIBRARY_PATH for them (the build's .libs)")
+    e.add_argument("--power-cut-wait", type=float, default=0.0, metavar="S",
+                   help="a power_cut op waits S seconds for the host to cut the guest's "
+                        "power (0: no host will: the op is unsupported)")
     e.add_argument("--tamper-after-data", type=int, default=None, metavar="TOKEN",
                    help="self-test hook: after the write of data TOKEN, overwrite its first "
                         "byte behind the model's back (a later read must fail)")

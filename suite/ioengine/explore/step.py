@@ -18,6 +18,7 @@ IFACES = ("sync", "libaio", "io_uring", "io_uring_fixed")
 SOURCE_OPS = ("copy_range", "clone_range", "sendfile", "splice")    # read the scratch source
 ZFS_OPS = ("snapshot", "rollback", "txg_sync")                      # run the guest's commands
 CRASH_OPS = ("freeze", "crash")     # zpool freeze, then export + import: what survived
+POWER_OPS = ("power_cut",)          # writes in flight, a barrier, the guest's power cut
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Step:
     segs: int = 0
     data: int = 0
     src_off: int = 0
+    barrier: str = ""               # power_cut: fsync | fdatasync | syncfs | "" (none)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
@@ -47,6 +49,9 @@ class Step:
         if s.iface not in IFACES or s.buf not in ALL_SOURCES:
             raise ValueError(f"op {s.op!r}: iface must be one of {IFACES} and buf one of "
                              f"{ALL_SOURCES}, not {s.iface!r} / {s.buf!r}")
+        if s.barrier not in ("", "fsync", "fdatasync", "syncfs"):
+            raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync "
+                             "or syncfs")
         if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
             raise ValueError(f"op {s.op!r}: negative field in {d}")
         return s

@@ -1,0 +1,182 @@
+"""Power cuts in explore: the guest op's model and its recovery judge (run here, on a
+file of this machine: the power is never cut, the file is judged as the op left it or
+as a crash could have), the generator's draw, and the session's recovery hand-over."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suite.explore.gen import Choices, generate, sequence_seed
+from suite.explore.ops import Op, Sequence
+from suite.explore.session import Fresh, RunOutput, Settings, explore
+from suite.explore.budget import parse_budget
+from suite.ioengine.content import pattern
+from suite.ioengine.explore.durable import Durable
+from tests.test_explore import REPO, ddir, run_engine  # noqa: F401  (ddir: a fixture)
+
+MIB = 1 << 20
+FAKE_ZFS = ["--zfs-dataset", "nopool/ds", "--zfs-cmd", "/bin/false", "--zpool-cmd", "/bin/false"]
+
+
+def test_durable_state_survives_the_trip_to_another_guest():
+    d = Durable.of(b"a" * 5000)
+    d.changed(b"a" * 4096 + b"b" * 904 + b"c" * 3000, 4096, 3904)
+    back = Durable.from_state(json.loads(json.dumps(d.to_state())))
+    assert (back.data, back.size, back.pending, back.sizes) == (d.data, d.size, d.pending, d.sizes)
+
+
+def cut_sequence(barrier: str, iface: str = "libaio") -> dict[str, Any]:
+    return {"seed": 5, "init_size": 3 * 4096, "file_size_max": MIB, "ops": [
+        {"op": "pwrite", "iface": "sync", "direct": True, "off": 0, "len": 8192, "data": 1},
+        {"op": "fsync"},
+        {"op": "pwrite", "iface": "sync", "direct": False, "off": 8192, "len": 4096, "data": 2},
+        {"op": "power_cut", "iface": iface, "off": 16384, "len": 8192, "segs": 2, "data": 9,
+         "barrier": barrier}]}
+
+
+def recover(d: Path, line: dict[str, Any], path: Path) -> tuple[int, list[dict]]:
+    state = d / "cut.json"
+    state.write_text(json.dumps(line))
+    p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-recover", str(state),
+                        "--file", str(path), "--ops", "4", "--keep"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
+
+
+def test_power_cut_without_a_host_that_cuts_is_unsupported_and_does_nothing(ddir: Path):
+    rc, lines = run_engine(ddir, cut_sequence("fsync"), "nocut", *FAKE_ZFS)
+    op = [ln for ln in lines if ln.get("op") == "power_cut" and ln["event"] == "op"][0]
+    assert rc == 0 and op["outcome"] == "unsupported" and "--power-cut-wait" in op["why"]
+    assert not any(ln["event"] == "power-cut" for ln in lines)
+
+
+@pytest.mark.parametrize("barrier", ["fsync", ""])
+def test_power_cut_says_what_must_survive_and_recovery_judges_it(ddir: Path, barrier: str):
+    rc, lines = run_engine(ddir, cut_sequence(barrier), f"cut{barrier}", *FAKE_ZFS,
+                           "--power-cut-wait", "0.5", "--keep")
+    cut = next(ln for ln in lines if ln["event"] == "power-cut")
+    op = next(ln for ln in lines if ln["event"] == "op" and ln["op"] == "power_cut")
+    assert rc == 1 and op["kind"] == "no-result" and "did not cut the power" in op["why"]
+    assert cut["i"] == 3 and cut["submitted"] == 2 and cut["barrier"] == barrier
+    path = ddir / f"cut{barrier}.bin"
+    w1, w9 = pattern("5:w1", 0, 8192), pattern("5:w9", 16384, 8192)
+    got = path.read_bytes()
+    assert got[:8192] == w1 and got[16384:24576] == w9      # the writes landed here
+    rc, out = recover(ddir, cut, path)                       # as the op left the file: right
+    assert rc == 0 and out[-1]["ok"], out
+    # The file as a crash may leave it: an unsynced block old, the in-flight writes not
+    # landed (allowed only without a barrier), the size before them.
+    crashed = bytearray(got[:12288])
+    crashed[8192:12288] = pattern("5:init", 8192, 4096)
+    path.write_bytes(bytes(crashed))
+    rc, out = recover(ddir, cut, path)
+    if barrier:
+        assert rc == 1 and out[0]["kind"] in ("crash-lost", "crash-size"), out
+    else:
+        assert rc == 0 and out[-1]["ok"], out
+    # A block fsync made durable lost: never allowed.
+    lost = bytearray(got)
+    lost[0:4096] = pattern("5:init", 0, 4096)
+    path.write_bytes(bytes(lost))
+    rc, out = recover(ddir, cut, path)
+    assert rc == 1 and out[0]["kind"] == "crash-lost" and out[0]["first_wrong_byte"] == 0
+    # Torn inside an aligned block of one in-flight write: never allowed.
+    torn = bytearray(got)
+    torn[16384 + 2048:16384 + 4096] = bytes(2048)
+    path.write_bytes(bytes(torn))
+    rc, out = recover(ddir, cut, path)
+    assert rc == 1 and out[0]["kind"] in ("crash-torn", "crash-lost") and \
+        out[0]["first_wrong_byte"] == 16384
+    path.unlink()
+    rc, out = recover(ddir, cut, path)
+    assert rc == 1 and "is gone" in out[0]["why"]
+
+
+def test_the_generator_ends_some_file_sequences_in_a_power_cut():
+    ch = Choices(zfs_ops=True)
+    seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(100)]
+    cuts = [s.ops[-1] for s in seqs if s.ops[-1].op == "power_cut"]
+    assert 3 <= len(cuts) <= 25
+    assert all(not s.caller for s in seqs if s.ops[-1].op == "power_cut")
+    assert {c.barrier for c in cuts} >= {"fsync", ""}
+    for c in cuts:
+        assert c.off % 4096 == 0 and c.off + c.len * c.segs <= 3 * MIB and 1 <= c.segs <= 4
+        assert Op.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert "barrier=" in cuts[0].render()
+    vol = [generate(sequence_seed(1, k), 40, "zvol", 3 * MIB, ch) for k in range(60)]
+    assert not any(o.op == "power_cut" for s in vol for o in s.ops)
+
+
+class CutRunner:
+    """Every run reports a power cut at its last op."""
+    def __init__(self) -> None:
+        self.extra: list[list[str]] = []
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float, extra=()) -> RunOutput:
+        self.extra.append(list(extra))
+        seq = Sequence.from_json(seq_file.read_text())
+        i = len(seq.ops) - 1
+        lines = [{"event": "begin", "i": k, "op": o.op} for k, o in enumerate(seq.ops)]
+        lines = [ln for k in range(i) for ln in (lines[k], {"event": "op", "i": k, "op":
+                                                          seq.ops[k].op, "ok": True,
+                                                          "outcome": "ok"})]
+        cut = {"event": "power-cut", "i": i, "path": target, "state": {}}
+        return RunOutput(lines + [{"event": "begin", "i": i, "op": "power_cut"}, cut], None,
+                         cut=cut)
+
+
+class FakePower:
+    def __init__(self, kind: str | None) -> None:
+        self.kind, self.calls = kind, []
+
+    def recover(self, line, n_ops, name, seq_dir):
+        self.calls.append((line["i"], n_ops, name))
+        ok = self.kind is None
+        i = line["i"]
+        return Fresh(CutRunner(), lambda seq: None, None), [
+            {"event": "op", "i": i, "op": "power_cut", "ok": ok,
+             "outcome": "ok" if ok else "failed", "kind": self.kind, "why": "lost"},
+            {"event": "explore-done", "ok": ok, "failed_at": None if ok else i,
+             "kind": self.kind, "why": "lost", "ops": n_ops}]
+
+
+def only_cuts(seq_file_seed: int) -> Sequence:
+    return Sequence(seed=seq_file_seed, ops=(Op("pwrite", off=0, len=4096, data=1),
+                                             Op("power_cut", iface="libaio", off=0, len=4096,
+                                                segs=1, data=2, barrier="fsync")))
+
+
+@pytest.mark.parametrize("kind", [None, "crash-lost"])
+def test_session_recovers_on_the_guest_after_the_cut_and_judges_there(tmp_path: Path, kind,
+                                                                     monkeypatch):
+    import suite.explore.session as session
+    monkeypatch.setattr(session, "generate", lambda seed, *a, **k: only_cuts(seed))
+    power, runner = FakePower(kind), CutRunner()
+    s = Settings(workdir="/x", seq_dir=tmp_path / "e", out_dir=tmp_path / "o",
+                 shrink_tries=0, shrink_s=0.0)
+    r = explore(runner, s, 1, parse_budget("2x"), Choices(zfs_ops=False), power=power)
+    assert power.calls and power.calls[0][:2] == (1, 2)
+    assert any("--power-cut-wait" in e for e in runner.extra)
+    if kind is None:
+        assert [run["state"] for run in r.runs] == ["ok", "ok"]
+        assert [run["power_cuts"] for run in r.runs] == [1, 1]
+    else:
+        assert r.runs[0]["state"] == "failed" and r.runs[0]["kind"] == "crash-lost"
+        assert r.findings and r.findings[0].kind == "crash-lost"
+
+
+def test_no_power_cut_is_drawn_where_the_session_cannot_cut(tmp_path: Path):
+    from suite.explore.session import Explorer
+    e = Explorer(CutRunner(), Settings(workdir="/x", seq_dir=tmp_path / "e",
+                                       out_dir=tmp_path / "o"), Choices(zfs_ops=False))
+    assert "power_cut" not in e.choices.ops
+    e = Explorer(CutRunner(), Settings(workdir="/x", seq_dir=tmp_path / "e",
+                                       out_dir=tmp_path / "o"), Choices(zfs_ops=False),
+                 power=FakePower(None))
+    assert "power_cut" in e.choices.ops
