@@ -16,7 +16,7 @@ import time
 import pytest
 
 from suite.build import xfstests as xfs_build
-from suite.casekit.xfstests import check_args
+from suite.casekit.xfstests import check_args, shard
 from suite.guest import xfstests as xfs_guest
 from suite.report import xfstests as xfs_report
 
@@ -59,13 +59,21 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
     excl = xfs_report.exclusions(xfstests_tree.path)
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
     selected = xfs_report.expand(selection, xfstests_tree.path, "ext4" if p.zvol else "zfs")
+    spec = request.config.getoption("xfstests_shard")
+    if spec:                # this runner's share, named to ./check one by one (a test
+        selected = shard(selected, spec)      # named outright runs: the excluded are not named)
+        if not selected:
+            pytest.skip(f"--xfstests-shard {spec}: no test of {selection} falls to it")
+        selection = [t for t in selected if t not in excl]
+        if not selection:       # ./check with no test named would run them all
+            pytest.skip(f"--xfstests-shard {spec}: every test that falls to it is excluded")
     t0 = time.monotonic()
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
     run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,
                         timeout=budget)
     took = time.monotonic() - t0
     results = xfs_report.results(out, selected, excl)
-    meta = {"profile": p.name, "selection": selection, "build": zfs_build.key,
+    meta = {"profile": p.name, "selection": selection, "shard": spec, "build": zfs_build.key,
             "stopped": run.rc == 124,
             "describe": zfs_build.source["describe"], "rc": run.rc, "seconds": round(took),
             "xfstests": xfstests_tree.commit}

@@ -19,8 +19,12 @@
 #                   none: every case)
 #   PR              gate mode: an openzfs/zfs pull request number, N or N@COMMIT
 #                   (suite gate --pr: its base is the merge-base with master)
-#   MODE            cases | gate | zts (gate: base vs base+series; zts: the ZTS lane,
-#                   OpenZFS's own direct/async tags on the same build; see README)
+#   MODE            cases | gate | zts | xfstests (gate: base vs base+series; zts: the ZTS
+#                   lane, OpenZFS's own direct/async tags on the same build; xfstests: the
+#                   kernel's file system suite, each shard its share of $XFSTESTS)
+#   XFSTESTS        xfstests mode: what ./check runs (default quick: -g quick; dio, g:GROUP,
+#                   generic/NNN; space-separated)
+#   XFSTESTS_PROFILES  xfstests mode: profiles (default "plain direct")
 #   RESULTS         results folder (default ./results/gh)
 #   JOBS            guests side by side (default 2)
 #   SHARD           i/N: this runner's share of the selection (balanced by the case
@@ -74,7 +78,18 @@ case "$CMD" in
     [ "$ZFS_REPOSITORY" != "openzfs/zfs" ] &&
       pytest_args+=(--zfs-source "https://github.com/${ZFS_REPOSITORY}")
     [ -n "$SELECTION" ] && pytest_args+=(-k "$SELECTION")
-    if [ "$MODE" != "cases" ] && [ -n "$SHARD" ] && [ "${SHARD%%/*}" != 1 ]; then
+    # A lane's own selection replaces the per-series default -k (a given one narrows).
+    lane_args=("${pytest_args[@]}")
+    if [ -z "${SELECTION_SET:-}" ]; then
+      lane_args=(); skip=0
+      for a in "${pytest_args[@]}"; do
+        if [ "$skip" = 1 ]; then skip=0; continue; fi
+        if [ "$a" = "-k" ]; then skip=1; continue; fi
+        lane_args+=("$a")
+      done
+    fi
+    if [ "$MODE" != "cases" ] && [ "$MODE" != "xfstests" ] && [ -n "$SHARD" ] &&
+       [ "${SHARD%%/*}" != 1 ]; then
       echo "MODE=$MODE runs whole on shard 1: nothing for shard $SHARD"
       exit 0
     fi
@@ -90,16 +105,13 @@ case "$CMD" in
       cmd+=(-- -n "$JOBS")
     elif [ "$MODE" = "zts" ]; then
       # The selection is the tags here: -m zts, narrowed by SELECTION if given.
-      zargs=("${pytest_args[@]}")
-      if [ -z "${SELECTION_SET:-}" ]; then   # drop the per-series default -k
-        zargs=(); skip=0
-        for a in "${pytest_args[@]}"; do
-          if [ "$skip" = 1 ]; then skip=0; continue; fi
-          if [ "$a" = "-k" ]; then skip=1; continue; fi
-          zargs+=("$a")
-        done
-      fi
-      cmd=(python3 -m pytest cases -m zts "${zargs[@]}")
+      cmd=(python3 -m pytest cases -m zts "${lane_args[@]}")
+    elif [ "$MODE" = "xfstests" ]; then
+      # Each shard runner runs its share of the tests ./check's selection names.
+      cmd=(python3 -m pytest cases -m xfstests "${lane_args[@]}")
+      for x in ${XFSTESTS:-quick}; do cmd+=(--xfstests "$x"); done
+      for p in ${XFSTESTS_PROFILES:-plain direct}; do cmd+=(--xfstests-profile "$p"); done
+      [ -n "$SHARD" ] && cmd+=(--xfstests-shard "$SHARD")
     else
       cmd=(python3 -m pytest cases "${pytest_args[@]}" --tier "$TIER")
       [ -n "$SHARD" ] && cmd+=(--shard "$SHARD")

@@ -134,3 +134,18 @@ def test_the_release_lane_runs_the_stock_selection_per_line_and_compares_them():
     wf = (REPO / ".github" / "workflows" / "release-lines.yml").read_text()
     assert "fromJSON(needs.refs.outputs.refs)" in wf and "SERIES: none" in wf
     assert "ci/gh-job.sh lines-table" in wf and "schedule:" in wf
+
+
+def test_dry_run_of_the_xfstests_lane_gives_each_shard_its_share():
+    lines = [next(ln for ln in job("--dry-run", "run", MODE="xfstests", SHARD=f"{i}/2")
+                  .splitlines() if "pytest cases" in ln) for i in (1, 2)]
+    for i, ln in enumerate(lines, 1):
+        assert "-m xfstests" in ln and "--xfstests quick" in ln and " -k " not in ln
+        assert "--xfstests-profile plain --xfstests-profile direct" in ln
+        assert f"--xfstests-shard {i}/2" in ln and "--shard" not in ln.replace("--xfstests-shard", "")
+    one = job("--dry-run", "run", MODE="xfstests", XFSTESTS="dio generic/091",
+              XFSTESTS_PROFILES="zvol", SERIES="zvol-dio")
+    ln = next(x for x in one.splitlines() if "pytest cases" in x)
+    assert "--xfstests dio --xfstests generic/091 --xfstests-profile zvol" in ln
+    wf = (REPO / ".github" / "workflows" / "ozfs-vmci.yml").read_text()
+    assert "xfstests" in wf and "inputs.mode == 'xfstests'" in wf

@@ -191,3 +191,15 @@ def test_a_gate_sorts_each_xfstests_test_like_a_case(tmp_path):
     assert classify(m, base[m], series[m]).cls == "still failing"
     e = "xfstests:generic/300[direct]"
     assert series[e].outcome == "skipped" and "ENOSPC" in series[e].reason
+
+
+def test_shards_of_a_selection_are_disjoint_and_cover_it():
+    from suite.casekit.xfstests import shard
+    tests = [f"generic/{n:03d}" for n in range(1, 40)] + ["zfs/001"]
+    parts = [shard(tests, f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(t for p in parts for t in p) == sorted(tests)
+    assert not set(parts[0]) & set(parts[1]) and max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert shard(tests, None) == tests and shard(["generic/001"], "2/2") == []
+    for bad in ("3", "0/2", "3/2", "a/b"):
+        with pytest.raises(ValueError):
+            shard(tests, bad)

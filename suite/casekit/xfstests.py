@@ -32,3 +32,18 @@ def check_args(wanted: list[str]) -> list[str]:
             raise ValueError(f"--xfstests {w!r}: use dio, quick, g:GROUP, x:GROUP or a test "
                              "such as generic/091")
     return out
+
+
+def shard(tests: list[str], spec: str | None) -> list[str]:
+    """This runner's share of ``tests`` for ``--xfstests-shard i/N``: the i-th of every
+    N in sorted order (neighbours in a group, often alike in cost, go to different
+    runners); all of them without a spec."""
+    if not spec:
+        return list(tests)
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"--xfstests-shard {spec!r}: give i/N, e.g. 2/4") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--xfstests-shard {spec!r}: i must be 1..N")
+    return sorted(tests)[i - 1::n]

@@ -90,6 +90,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--xfstests-profile", action="append", default=[], metavar="NAME",
                 help="xfstests lane: plain, direct, async, zvol (repeatable; default: every "
                      "profile the build can run)")
+    g.addoption("--xfstests-shard", default=None, metavar="i/N",
+                help="xfstests lane: run the i-th of every N tests the selection names "
+                     "(a runner's share of -g quick; the workflow's xfstests mode)")
     g.addoption("--xfstests-budget", type=float, default=None, metavar="SECONDS",
                 help="xfstests lane: stop ./check after this many seconds of wall clock "
                      "(default: 3600 scaled by the accelerator); what ran is reported, the "
