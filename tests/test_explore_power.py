@@ -180,3 +180,26 @@ def test_no_power_cut_is_drawn_where_the_session_cannot_cut(tmp_path: Path):
                                        out_dir=tmp_path / "o"), Choices(zfs_ops=False),
                  power=FakePower(None))
     assert "power_cut" in e.choices.ops
+
+
+def test_rwf_dsync_writes_that_completed_must_survive_without_a_barrier(ddir: Path):
+    seq = cut_sequence("dsync")
+    rc, lines = run_engine(ddir, seq, "dsync", *FAKE_ZFS, "--power-cut-wait", "0.5", "--keep")
+    cut = next(ln for ln in lines if ln["event"] == "power-cut")
+    path = ddir / "dsync.bin"
+    got = path.read_bytes()
+    done = cut["complete_before_barrier"]
+    undone = bytearray(got)
+    undone[16384:24576] = bytes(8192)           # the first in-flight write never landed
+    path.write_bytes(bytes(undone))
+    rc, out = recover(ddir, cut, path)
+    if 0 in done:                               # it had completed: RWF_DSYNC made it durable
+        assert rc == 1 and out[0]["kind"] in ("crash-lost", "crash-torn"), out
+    else:
+        assert rc == 0, out
+    # Without RWF_DSYNC and without a barrier the same file is allowed.
+    rc, lines = run_engine(ddir, cut_sequence(""), "nodsync", *FAKE_ZFS, "--power-cut-wait",
+                           "0.5", "--keep")
+    cut = next(ln for ln in lines if ln["event"] == "power-cut")
+    rc, out = recover(ddir, cut, path)
+    assert rc == 0, out

@@ -59,7 +59,7 @@ def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 def power_cut(r: random.Random, ch: "Choices", file_size_max: int, token: int) -> Op | None:
     """``Choices.power_share`` of the sequences: a ``power_cut`` to end them (in place of
     their verify): 1-4 O_DIRECT writes through libaio or io_uring (or none), a barrier
-    drawn among fsync, fdatasync, syncfs and none. Data tokens from ``token`` on (past
+    drawn among fsync, fdatasync, syncfs, RWF_DSYNC on the writes (``dsync``) and none. Data tokens from ``token`` on (past
     every other op's)."""
     if r.random() >= ch.power_share:
         return None
@@ -68,4 +68,4 @@ def power_cut(r: random.Random, ch: "Choices", file_size_max: int, token: int) -
     length = r.choice([n for n in POWER_LENGTHS if n * segs <= file_size_max] or [PAGE])
     off = r.randrange(0, max(1, (file_size_max - length * segs) // PAGE + 1)) * PAGE
     return Op("power_cut", iface=iface, off=off, len=length, segs=segs, data=1000 + token,
-              barrier=r.choice(("fsync", "fsync", "fdatasync", "syncfs", "")))
+              barrier=r.choice(("fsync", "fsync", "fdatasync", "syncfs", "dsync", "")))

@@ -4,13 +4,14 @@ guest's power; ``explore-recover``, in the guest booted after on the same disks,
 judges the file against it.
 
 What must survive (:mod:`.durable`): everything the sequence made durable before,
-and after a barrier (``fsync``, ``fdatasync``, ``syncfs``) the writes it covers:
+after a barrier (``fsync``, ``fdatasync``, ``syncfs``) the writes it covers:
 those that had completed when it began (POSIX), and, where the build's async
 O_DIRECT path is on (``zfs_async_dio_enabled=1``, openzfs/zfs#18902), every write
 submitted before it: the series' contract, whose breaking is
 ``fsync-ignores-queued-writes`` and ``syncfs-ignores-queued-writes``. A write no
 barrier covers may be there or not, per aligned block, never torn inside one. With
-``sync=always`` a write that completed is durable with no barrier.
+``sync=always``, or writes submitted with RWF_DSYNC (``barrier=dsync``), a write that
+had completed is durable with no barrier.
 
 The op's line ``{"event": "power-cut", ...}`` carries the model (:meth:`Durable.
 to_state`) for the host, which cuts the power the moment it reads it
@@ -34,7 +35,9 @@ from .requests import IoBuffer, syncfs
 from .step import Step
 
 ASYNC_PARAM = "/sys/module/zfs/parameters/zfs_async_dio_enabled"
-BARRIERS = ("", "fsync", "fdatasync", "syncfs")
+# dsync: no barrier call, the writes themselves carry RWF_DSYNC
+BARRIERS = ("", "fsync", "fdatasync", "syncfs", "dsync")
+RWF_DSYNC = 0x2
 EXIT_FINDING = 1                    # as explore-run's
 
 
@@ -70,7 +73,8 @@ def _submit(ctx: Ctx, s: Step) -> tuple[list[tuple[int, bytes]], set[int], Any]:
         buf = IoBuffer("anon", len(data), 0, 1, t.shm_path, for_read=False)
         buf.fill(data)
         bufs.append(buf)
-        if q.submit([IoOp(i + 1, True, t.dfd, off, buf, False)]) != 1:  # type: ignore[arg-type]
+        flags = RWF_DSYNC if s.barrier == "dsync" else 0
+        if q.submit([IoOp(i + 1, True, t.dfd, off, buf, False, flags)]) != 1:  # type: ignore
             raise OSError(11, "the queue took no request")
     done = {tag - 1 for tag, res in q.reap(0, len(writes), 0.0) if res == s.len}
     t.hung = True               # the kernel owns the buffers now: never closed here
@@ -105,12 +109,16 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
         return Outcome("unsupported", why="power_cut: needs a file on a dataset (the ZFS "
                        "commands given) opened with O_DIRECT")
     writes, done, keep = _submit(ctx, s)
-    covers_queued = bool(s.barrier) and async_path_on()
-    if s.barrier:
-        _barrier(ctx.target.fd, s.barrier)
-    covered = set(range(len(writes))) if covers_queued else (done if s.barrier or
-                                                             ctx.sync_always else set())
-    d = model_after(ctx, writes, covered, bool(s.barrier))
+    barrier = s.barrier if s.barrier != "dsync" else ""
+    covers_queued = bool(barrier) and async_path_on()
+    if barrier:
+        _barrier(ctx.target.fd, barrier)
+    # A write that completed: covered by a barrier after it, durable by itself with
+    # RWF_DSYNC or sync=always.
+    synced_alone = s.barrier == "dsync" or ctx.sync_always
+    covered = set(range(len(writes))) if covers_queued else (done if barrier or synced_alone
+                                                             else set())
+    d = model_after(ctx, writes, covered, bool(barrier))
     emit({"event": "power-cut", "i": ctx.step_index, "path": ctx.target.path,
           "submitted": len(writes), "complete_before_barrier": sorted(done),
           "barrier": s.barrier, "covers_queued": covers_queued, "state": d.to_state()})

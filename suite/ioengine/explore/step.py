@@ -35,7 +35,7 @@ class Step:
     segs: int = 0
     data: int = 0
     src_off: int = 0
-    barrier: str = ""               # power_cut: fsync | fdatasync | syncfs | "" (none)
+    barrier: str = ""       # power_cut: fsync | fdatasync | syncfs | dsync (RWF_DSYNC) | ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
@@ -49,9 +49,9 @@ class Step:
         if s.iface not in IFACES or s.buf not in ALL_SOURCES:
             raise ValueError(f"op {s.op!r}: iface must be one of {IFACES} and buf one of "
                              f"{ALL_SOURCES}, not {s.iface!r} / {s.buf!r}")
-        if s.barrier not in ("", "fsync", "fdatasync", "syncfs"):
-            raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync "
-                             "or syncfs")
+        if s.barrier not in ("", "fsync", "fdatasync", "syncfs", "dsync"):
+            raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync, "
+                             "syncfs or dsync")
         if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
             raise ValueError(f"op {s.op!r}: negative field in {d}")
         return s
