@@ -99,7 +99,8 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                         known=read_known([Path(p) for p in
                                           request.config.getoption("explore_known")]),
                         kernel_release=str(zfs_build.kernel.get("release", "")),
-                        upstream=upstream.load())
+                        upstream=upstream.load(),
+                        cover=request.config.getoption("explore_cover"))
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "
@@ -128,6 +129,11 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     for t in result.trips:
         print(f"explore: seed {t['seed']}: {t['kind']} in op {t['op']} ({t['op_kind']}): "
               f"{t['headline'][:160]}")
+    if settings.cover:
+        c = result.cover
+        print(f"explore: --explore-cover: {len(result.runs)} sequences run; cells left "
+              f"{', '.join(c.get('missing') or []) or 'none'}; given up (drawn, never "
+              f"executed here): {', '.join(c.get('given_up') or []) or 'none'}")
     for a in result.avoided:
         print(f"explore: avoided from seed {a['seed']} on: {a['why']}")
     table = reach.table(reach.from_runs(result.runs), reach.from_runs(result.runs, "executed"))

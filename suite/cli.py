@@ -227,7 +227,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return print_draws(args.seed, args.draws, args.target)
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
-                    findings=args.findings, shrink_s=args.shrink_time, known=args.known)
+                    findings=args.findings, shrink_s=args.shrink_time, known=args.known,
+                    cover=args.cover)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -425,6 +426,10 @@ def parser() -> argparse.ArgumentParser:
                          "folder holding them (e.g. a run on the series' base or on "
                          "master); a failure with the signature of one is counted and "
                          "named, not shrunk (repeatable)")
+    ex.add_argument("--cover", action="store_true",
+                    help="run only sequences that reach a cell of the reach table no run "
+                         "executed yet, and stop once every cell was (one guest run "
+                         "through every page origin, caller, actor count and crash point)")
     ex.add_argument("--draws", type=_budget, default=None, metavar="Nx",
                     help="build and run nothing: print the page origin x op and tunable "
                          "table the seed's first N sequences draw (e.g. 20x), to choose a "

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from suite.explore.conditions import GuestZfs
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.ops import Op, Sequence
 from suite.explore.session import Fresh, RunOutput, Settings, explore
@@ -203,3 +204,43 @@ def test_rwf_dsync_writes_that_completed_must_survive_without_a_barrier(ddir: Pa
     cut = next(ln for ln in lines if ln["event"] == "power-cut")
     rc, out = recover(ddir, cut, path)
     assert rc == 0, out
+
+
+class Executes:
+    """A runner whose every run executes what the sequence drew, ok."""
+    def __init__(self) -> None:
+        self.seqs: list[Sequence] = []
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float, extra=()) -> RunOutput:
+        seq = Sequence.from_json(seq_file.read_text())
+        self.seqs.append(seq)
+        lines = []
+        for i, o in enumerate(seq.ops):
+            ln = {"event": "op", "i": i, "op": o.op, "ok": True, "outcome": "ok"}
+            if o.op in ("pread", "preadv", "pwrite", "pwritev"):
+                ln["buf"] = o.buf
+            if o.op == "actors":
+                ln["actors"] = max(2, min(4, o.segs or 2))
+            if o.op in ("crash", "power_cut"):
+                ln["outcome"] = "ok"
+            lines.append(ln)
+        return RunOutput(lines + [{"event": "explore-done", "ok": True, "ops": len(seq.ops)}], 0)
+
+
+def test_cover_runs_only_sequences_that_reach_a_cell_not_executed_yet(tmp_path: Path):
+    from suite.explore import reach
+    runner = Executes()
+    s = Settings(workdir="/x", seq_dir=tmp_path / "e", out_dir=tmp_path / "o", cover=True)
+    ch = Choices(params=("zfs_dio_strict", "zfs_dio_enabled"), zfs_ops=True)
+    r = explore(runner, s, 1, parse_budget("200x"), ch, power=FakePower(None),
+                zfs=GuestZfs("tank/x", "zfs", "zpool"))
+    assert r.cover["missing"] == [] and len(r.runs) < 80, r.cover
+    done = reach.from_runs(r.runs, "executed")
+    assert not done.missing(("zfs_dio_strict", "zfs_dio_enabled"), ("crash:freeze",
+                                                                   "crash:power"))
+    # every sequence it ran added a cell the ones before had not executed
+    seen = reach.Reach()
+    for run in r.runs:
+        new = (set(run["executed"]) | set(run["tunables"])) - set(seen.cells) - set(seen.tunables)
+        assert new, run["k"]
+        seen.add(run["executed"], run["tunables"])

@@ -75,10 +75,12 @@ def print_draws(seed: int, draws: str, target: str = "file") -> int:
 
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
              results: Path | None = None, target: str = "file", findings: int = 1,
-             shrink_s: float | None = None, known: list[str] | None = None) -> int:
+             shrink_s: float | None = None, known: list[str] | None = None,
+             cover: bool = False) -> int:
     """``target``: what each sequence runs on, a fresh ``file`` or a fresh ``zvol``;
     ``findings``: distinct findings to collect before stopping; ``known``: summaries
-    (or folders) of findings already known, not shrunk again."""
+    (or folders) of findings already known, not shrunk again; ``cover``: only sequences
+    that reach a cell not executed yet, until every cell was."""
     budget: Budget = parse_budget(budget_text)
     tail = "-zvol" if target == "zvol" else ""
     results = results or paths.results_root() / \
@@ -86,6 +88,7 @@ def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[st
     args = ["-m", "explore", "--explore-seed", str(seed), "--explore-budget", str(budget),
             "--explore-target", target, "--explore-findings", str(findings), *build,
             *(["--explore-shrink", str(shrink_s)] if shrink_s else []),
+            *(["--explore-cover"] if cover else []),
             *[a for k in known or [] for a in ("--explore-known", str(Path(k).resolve()))]]
     print(f"==> explore: seed {seed}, budget {budget}, target {target}; pytest {' '.join(args)} "
           f"(results {results})", flush=True)

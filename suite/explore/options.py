@@ -27,6 +27,10 @@ def add_explore_options(addoption: Callable[..., Any]) -> None:
                      "hangs the kernel (e.g. splice: from a direct=always file it hangs on "
                      "Linux < 6.5, upstream); the same seed and the same avoid set give "
                      "the same sequences (repeatable)")
+    addoption("--explore-cover", action="store_true", default=False,
+                help="-m explore: run only sequences that reach a cell of the reach table "
+                     "(origin x op, caller x actors, movers, tunables, crash points) no run "
+                     "executed yet; stop once every cell was executed")
     addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

@@ -130,14 +130,17 @@ class Reach:
         self.cells.update(set(cells))
         self.tunables.update(set(tunables))
 
-    def missing(self, params: Iterable[str] = tuple(TUNABLES)) -> list[str]:
+    def missing(self, params: Iterable[str] = tuple(TUNABLES),
+                crashes: Iterable[str] = ()) -> list[str]:
         """Cells no sequence reached: every origin x direction, every value of the
-        ``params`` (those the build has)."""
+        ``params`` (those the build has), each caller with each number of actors, each
+        mover, and the ``crashes`` cells asked for (``crash:freeze``, ``crash:power``)."""
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
         want += CALLER_CELLS
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         want += [f"moved:{m}" for m in MOVERS]
+        want += list(crashes)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
 

@@ -36,7 +36,7 @@ from suite.explore.crashes.avoid import known_hang
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
+from suite.explore.reach import crash_points, from_runs, run_cells, seq_cells, seq_tunables
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
@@ -99,6 +99,9 @@ class Settings:
     # avoid its op from then on (suite/explore/crashes/avoid.py).
     kernel_release: str = ""
     upstream: list[Any] = field(default_factory=list)
+    # Run only sequences that reach a cell of the reach table no run has executed yet,
+    # and stop once every cell was executed (:class:`Cover`).
+    cover: bool = False
 
 
 @dataclass
@@ -144,12 +147,14 @@ class ExploreResult:
     boots: int = 0                  # fresh guests after one that tripped
     trips: list[dict[str, Any]] = field(default_factory=list)   # every run the kernel cut short
     avoided: list[dict[str, Any]] = field(default_factory=list)  # ops given up, and why
+    cover: dict[str, Any] = field(default_factory=dict)   # --explore-cover: cells left
 
     def summary(self) -> dict[str, Any]:
         return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
                 "sequences": len(self.runs), "replays": self.replays,
                 "elapsed_s": round(self.elapsed_s, 1), "known": self.known,
                 "boots": self.boots, "trips": self.trips, "avoided": self.avoided,
+                "cover": self.cover,
                 "time_split": time_split(self.runs), "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
                               "signature": list(signature(f.original, f.verdict)),
@@ -220,6 +225,33 @@ def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) ->
 
 
 Declare = Callable[[str, set[str]], None]
+COVER_SKIP = 400            # seeds looked at in a row for one that reaches a missing cell
+COVER_GIVE_UP = 3           # runs that drew a cell and never executed it: not here
+
+
+@dataclass
+class Cover:
+    """``--explore-cover``: which cells of the reach table are still to execute (those
+    the session can draw at all), and which to give up on (drawn by COVER_GIVE_UP runs,
+    executed by none: the guest cannot give it, e.g. no hugetlb pages)."""
+    params: tuple[str, ...]
+    crashes: tuple[str, ...]
+    skipped: int = 0
+    given_up: list[str] = field(default_factory=list)
+
+    def missing(self, runs: list[dict[str, Any]]) -> set[str]:
+        done = from_runs(runs, "executed")
+        drawn = from_runs(runs)
+        left = set(done.missing(self.params, self.crashes))
+        for c in sorted(left):
+            if drawn.cells.get(c, 0) + drawn.tunables.get(c, 0) >= COVER_GIVE_UP and \
+                    c not in self.given_up:
+                self.given_up.append(c)
+        return left - set(self.given_up)
+
+    @staticmethod
+    def adds(seq: Sequence, missing: set[str]) -> set[str]:
+        return (set(seq_cells(seq)) | set(seq_tunables(seq))) & missing
 
 
 @dataclass
@@ -407,9 +439,15 @@ class Explorer:
         result = ExploreResult(master_seed, str(budget), self.s.target)
         t0, k = self.clock(), 0
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
-        while budget.allows(k, self.clock() - t0):
+        cover = self.cover() if self.s.cover else None
+        while budget.allows(len(result.runs), self.clock() - t0):
             seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
                            self.s.file_size_max, self.choices)
+            if cover is not None and not self.covers(cover, seq, result):
+                if not cover.missing(result.runs) or cover.skipped >= COVER_SKIP:
+                    break
+                k += 1
+                continue
             t = self.clock()
             v = self.replay(seq, f"s{k}")
             result.runs.append({"k": k, "seed": seq.seed, "state": v.state, "kind": v.kind,
@@ -459,6 +497,24 @@ class Explorer:
         result.boots = self.boots
         self._save(result, t0)
         return result
+
+    def cover(self) -> Cover:
+        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"))
+                        if op in self.choices.ops and self.choices.zfs_ops
+                        and self.s.target == "file")
+        return Cover(tuple(self.choices.params), crashes)
+
+    def covers(self, cover: Cover, seq: Sequence, result: ExploreResult) -> bool:
+        """``seq`` reaches a cell no run executed yet (counted in ``cover.skipped``
+        when not); the cover's state goes into the summary."""
+        missing = cover.missing(result.runs)
+        result.cover = {"missing": sorted(missing), "given_up": cover.given_up,
+                        "skipped": cover.skipped}
+        if missing and Cover.adds(seq, missing):
+            cover.skipped = 0
+            return True
+        cover.skipped += 1
+        return False
 
     def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult) -> None:
         """Generate no more ``op``: its hang is ``finding`` on this kernel."""
