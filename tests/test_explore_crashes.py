@@ -239,3 +239,39 @@ def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: 
     assert res.known == 1 and len(res.runs) == 30 and "splice" not in ex.choices.ops
     assert signature(Sequence.from_json(json.dumps({"seed": 1, "ops": []})),
                      ex.last[next(iter(ex.last))]) is not None
+
+
+def test_a_known_upstream_failure_in_a_new_shape_is_named_not_shrunk_on_old_kernels():
+    from suite.explore.crashes.avoid import known_failure
+    from suite.report.upstream import load
+    findings = load()
+    f = known_failure("short", "sendfile_out", "6.1.0-57-amd64", findings)
+    assert f is not None and f.id == "sendfile-from-direct-always-moves-nothing"
+    assert known_failure("short", "sendfile_out", "6.12.95+deb12-amd64", findings) is None
+    assert known_failure("short", "pwrite", "6.1.0-57-amd64", findings) is None
+    assert known_failure("crash-lost", "sendfile", "6.1.0-57-amd64", findings) is None
+    assert known_failure(None, "sendfile", "6.1.0", findings) is None
+
+
+def test_the_session_counts_an_upstream_failure_as_known(tmp_path: Path, monkeypatch):
+    import suite.explore.session as session
+    from suite.explore.ops import Op, Sequence
+    from suite.explore.session import RunOutput, Settings, explore
+    from suite.report.upstream import load
+    monkeypatch.setattr(session, "generate", lambda seed, *a, **k: Sequence(
+        seed=seed, ops=(Op("sendfile_out", direct=True, off=0, len=4096),)))
+
+    class Short:
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            return RunOutput([{"event": "op", "i": 0, "op": "sendfile_out", "ok": False,
+                               "outcome": "failed", "kind": "short"},
+                              {"event": "explore-done", "ok": False, "failed_at": 0,
+                               "kind": "short", "why": "moved 0 of 4096", "ops": 1}], 1)
+    s = Settings(workdir="/x", seq_dir=tmp_path / "e", out_dir=tmp_path / "o",
+                 kernel_release="6.1.0-57-amd64", upstream=load())
+    r = explore(Short(), s, 1, parse_budget("3x"), Choices(), log=lambda m: None)
+    assert r.known == 3 and not r.findings
+    assert r.runs[0]["known"] == "sendfile-from-direct-always-moves-nothing"
+    s.kernel_release = "6.12.0"
+    r = explore(Short(), s, 1, parse_budget("3x"), Choices(), log=lambda m: None)
+    assert r.findings and r.known == 0

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
-from suite.explore.crashes.avoid import known_hang
+from suite.explore.crashes.avoid import known_failure, known_hang
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
@@ -468,6 +468,10 @@ class Explorer:
                 result.trips.append({"k": k, "seed": seq.seed, **v.trip.to_dict()})
             hang = known_hang(v.trip, self.s.kernel_release, self.s.upstream) \
                 if v.trip is not None else None
+            failing = seq.ops[v.failed_at].op if v.failed and v.failed_at is not None and \
+                0 <= v.failed_at < len(seq.ops) else None
+            upstream = known_failure(v.kind, failing, self.s.kernel_release, self.s.upstream) \
+                if v.trip is None else None
             if self.dead:           # nothing can replace a guest that tripped
                 result.no_result.append((seq.seed, replace(
                     v, why=f"{v.why} (no fresh guest could follow: {self.dead})")))
@@ -478,6 +482,12 @@ class Explorer:
                     result.known += 1
                     result.runs[-1]["known"] = hang.id
                     self.avoid(v.trip.op_kind, hang, seq.seed, result)
+                elif upstream is not None:
+                    result.known += 1
+                    result.runs[-1]["known"] = upstream.id
+                    self.log(f"explore: sequence {k} (seed {seq.seed}) fails as upstream "
+                             f"finding {upstream.id} does on this kernel ({v.kind} in "
+                             f"{failing}): not shrunk")
                 elif sig in self.s.known:
                     result.known += 1
                     result.runs[-1]["known"] = self.s.known[sig].label()

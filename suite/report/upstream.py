@@ -41,6 +41,9 @@ class UpstreamFinding:
     # such an op from its first hang on (suite/explore/crashes/avoid.py).
     explore_hangs: tuple[str, ...] = ()
     linux_before: str = ""
+    # Explore: ops whose failure of one of ``kinds`` is this finding (on kernels older
+    # than ``linux_before``): counted and named as known, not shrunk again in a new shape.
+    explore_ops: tuple[str, ...] = ()
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -69,7 +72,7 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
                             f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
                             f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
-                            f.get("linux_before", ""))
+                            f.get("linux_before", ""), tuple(f.get("explore_ops", ())))
             for f in data.get("findings", [])]
 
 

@@ -5,6 +5,9 @@ avoids that op from then on (what ``--explore-avoid`` does by hand) and says so.
 Which hangs are known comes from ``patches/upstream/findings.toml``: a finding's
 ``explore_hangs`` (op kinds) and ``linux_before`` (a kernel version; the guest's
 release must be older). The caller passes the findings in (data, read by the case).
+A failure that is not a hang is a known finding the same way (:func:`known_failure`):
+its kind one of the finding's ``kinds``, its op one of its ``explore_ops``; counted and
+named, not shrunk again (the finding met in a new shape is not a new finding).
 """
 from __future__ import annotations
 
@@ -34,5 +37,18 @@ def known_hang(trip: Trip, release: str, findings: Iterable[Any]) -> Any | None:
         hangs = getattr(f, "explore_hangs", ())
         if trip.op_kind in hangs and (not getattr(f, "linux_before", "")
                                       or older(release, f.linux_before)):
+            return f
+    return None
+
+
+def known_failure(kind: str | None, op_kind: str | None, release: str,
+                  findings: Iterable[Any]) -> Any | None:
+    """The known finding (an ``UpstreamFinding``) a failure of ``kind`` in an op of
+    ``op_kind`` is on this kernel, or None."""
+    if not kind or not op_kind:
+        return None
+    for f in findings:
+        if op_kind in getattr(f, "explore_ops", ()) and kind in f.kinds and \
+                (not getattr(f, "linux_before", "") or older(release, f.linux_before)):
             return f
     return None
