@@ -119,8 +119,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                                on_cut=power.cut if power is not None else None)
 
     fresh = FreshGuests(guests, pool, case_dir, target, runner)
-    if target == "file":            # a zvol's power cuts are not modelled yet
-        power = PowerCuts(guests, pool, case_dir, runner)
+    power = PowerCuts(guests, pool, case_dir, runner, target)
     result = explore(runner(engine), settings, seed, explore_budget, choices,
                      Conditions(zfs_guest, pool), zvols=zvols, renew=fresh, power=power)
     print(f"explore: {len(result.runs)} sequences, {result.replays} runs in "

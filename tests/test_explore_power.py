@@ -110,8 +110,12 @@ def test_the_generator_ends_some_file_sequences_in_a_power_cut():
         assert c.off % 4096 == 0 and c.off + c.len * c.segs <= 3 * MIB and 1 <= c.segs <= 4
         assert Op.from_dict(json.loads(json.dumps(c.to_dict()))) == c
     assert "barrier=" in cuts[0].render()
-    vol = [generate(sequence_seed(1, k), 40, "zvol", 3 * MIB, ch) for k in range(60)]
-    assert not any(o.op == "power_cut" for s in vol for o in s.ops)
+    vol = [generate(sequence_seed(1, k), 40, "zvol", 3 * MIB, ch) for k in range(100)]
+    vcuts = [s.ops[-1] for s in vol if s.ops[-1].op == "power_cut"]
+    assert vcuts and all(c.off + c.len * c.segs <= 3 * MIB for c in vcuts)
+    assert not any(o.op == "power_cut" for s in vol for o in s.ops[:-1])
+    loops = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(100)]
+    assert not any(s.ops[-1].op == "power_cut" for s in loops if s.caller)
 
 
 class CutRunner:
@@ -244,3 +248,26 @@ def test_cover_runs_only_sequences_that_reach_a_cell_not_executed_yet(tmp_path: 
         new = (set(run["executed"]) | set(run["tunables"])) - set(seen.cells) - set(seen.tunables)
         assert new, run["k"]
         seen.add(run["executed"], run["tunables"])
+
+
+def test_a_zvol_power_cut_carries_the_window_and_the_zvol_name(ddir: Path):
+    """A file stands in for the zvol (explore-run cannot ask a regular file which zvol
+    it is): the model is the whole window, the line names the zvol to find again."""
+    dev = ddir / "vol.img"
+    dev.write_bytes(bytes(MIB))
+    seq = {"seed": 5, "target": "zvol", "init_size": MIB, "file_size_max": MIB, "ops": [
+        {"op": "pwrite", "iface": "sync", "direct": True, "off": 0, "len": 8192, "data": 1},
+        {"op": "fsync"},
+        {"op": "power_cut", "iface": "libaio", "off": 65536, "len": 4096, "segs": 2,
+         "data": 9, "barrier": "fsync"}]}
+    f = ddir / "vol.seq.json"
+    f.write_text(json.dumps(seq))
+    p = subprocess.run([sys.executable, "-m", "suite.ioengine", "explore-run", str(f), "--file",
+                        str(dev), "--blockdev", "--scratch", str(ddir / "vol"), "--zvol",
+                        "tank/case/vol", "--power-cut-wait", "0.5", "--keep"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
+    cut = next(ln for ln in lines if ln["event"] == "power-cut")
+    assert cut["zvol"] == "tank/case/vol" and cut["submitted"] == 2
+    d = Durable.from_state(cut["state"])
+    assert d.size == MIB and bytes(d.data[:8192]) == pattern("5:w1", 0, 8192)

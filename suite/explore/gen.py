@@ -456,8 +456,10 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = outward(ops, random.Random(f"outward:{seed}"), ch, block=target_ops != "file")
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
-    cut = power_cut(random.Random(f"power:{seed}"), ch, file_size_max, len(ops)) \
-        if zfs_ops and target == "file" and "power_cut" in ch.ops else None
+    # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).
+    cut = power_cut(random.Random(f"power:{seed}"), ch, file_size_max, n_ops) \
+        if "power_cut" in ch.ops and (zfs_ops and target == "file" or target == "zvol") \
+        else None
     ops.append(cut or Op("verify"))
     if params.get("zfs_vdev_direct_write_verify") == 0:
         # Without write verify a Direct I/O write whose buffer changes in flight may

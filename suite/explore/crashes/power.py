@@ -3,8 +3,9 @@ survive (its ``power-cut`` line, :mod:`suite.ioengine.explore.powercut`), the
 streaming runner calls :meth:`PowerCuts.cut`: the guest's power goes (its async writes
 still in flight) and a fresh guest boots on the same NVMe images, the build loaded and
 verified. :meth:`PowerCuts.recover` then imports the pool there (the ZIL replayed),
-judges the file in that guest (``explore-recover``), scrubs the pool, and hands the
-session a runner and conditions bound to the new guest; exploring goes on there.
+judges the file (or the zvol's window, found again by its name) in that guest
+(``explore-recover``), scrubs the pool, and hands the session a runner, conditions and
+(for a zvol target) a zvol maker bound to the new guest; exploring goes on there.
 
 The case's console watch follows the new console (``Guests.power_cut``), so a kernel
 report of the recovery is the case's; its after-case judges run on the last guest.
@@ -20,6 +21,7 @@ from suite.casekit.engine import REMOTE_DIR, EngineRunner, upload
 from suite.errors import GuestError
 from suite.explore.conditions import Conditions, prepare_guest
 from suite.explore.session import Fresh, SequenceRunner
+from suite.explore.zvol import GuestZvols
 from suite.guest.lifecycle import Guests, ZfsGuest
 from suite.guest.zfs import Dataset, Pool
 
@@ -39,11 +41,12 @@ class PowerCuts:
     """``cut()`` for the streaming runner, ``recover(...)`` for the session."""
 
     def __init__(self, guests: Guests, dataset: Any, case_dir: Path, make_runner: MakeRunner,
-                 log: Callable[[str], None] = print) -> None:
+                 target: str = "file", log: Callable[[str], None] = print) -> None:
         g = guests.current
         assert g is not None and g.pool_spec is not None, "a session's guest has its pool"
         self.guests, self.dataset, self.case_dir = guests, dataset, case_dir
         self.spec, self.make_runner, self.log = g.pool_spec, make_runner, log
+        self.target = target
         self.new: ZfsGuest | None = None
         self.cuts = 0
         self.boot_s: list[float] = []
@@ -71,7 +74,8 @@ class PowerCuts:
         prepare_guest(z)
         engine = EngineRunner(z.guest, self.case_dir / "engine", scale=scale)
         ds = Dataset(Pool(z, pool, self.spec), self.dataset.name, self.dataset.mountpoint)
-        fresh = Fresh(self.make_runner(engine), Conditions(z, ds), None)
+        zvols = GuestZvols(z, ds, engine) if self.target == "zvol" else None
+        fresh = Fresh(self.make_runner(engine), Conditions(z, ds), zvols)
         try:
             z.zpool("import", "-f", "-d", "/dev", pool, timeout=self.guests.accel.deadline(120))
         except GuestError as e:

@@ -99,6 +99,7 @@ class Ctx:
     sync_always: bool = False
     power_wait_s: float = 0.0       # how long power_cut waits for the host to cut (0: none)
     step_index: int = 0             # the op running now
+    zvol: str | None = None         # the target is this zvol (a power cut finds it by name)
 
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from ..plan import EXIT_OK, EXIT_USAGE
+from ..blockdev import wait_zvol
 from ..queues import IoOp
 from ..trials import emit
 from .durable import Durable, check
@@ -107,7 +108,7 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
                        "(explore-run --power-cut-wait)")
     if ctx.durable is None or ctx.target.dfd is None or s.barrier not in BARRIERS:
         return Outcome("unsupported", why="power_cut: needs a file on a dataset (the ZFS "
-                       "commands given) opened with O_DIRECT")
+                       "commands given) or a zvol, opened with O_DIRECT")
     writes, done, keep = _submit(ctx, s)
     barrier = s.barrier if s.barrier != "dsync" else ""
     covers_queued = bool(barrier) and async_path_on()
@@ -119,7 +120,7 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
     covered = set(range(len(writes))) if covers_queued else (done if barrier or synced_alone
                                                              else set())
     d = model_after(ctx, writes, covered, bool(barrier))
-    emit({"event": "power-cut", "i": ctx.step_index, "path": ctx.target.path,
+    emit({"event": "power-cut", "i": ctx.step_index, "path": ctx.target.path, "zvol": ctx.zvol,
           "submitted": len(writes), "complete_before_barrier": sorted(done),
           "barrier": s.barrier, "covers_queued": covers_queued, "state": d.to_state()})
     time.sleep(ctx.power_wait_s)            # the host cuts the power meanwhile
@@ -129,11 +130,13 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
 
 
 def recover(state: dict[str, Any], path: str) -> Outcome:
-    """The file after the power cut against the model the op left."""
+    """The file (or the zvol's window) after the power cut against the model the op left."""
     d = Durable.from_state(state["state"])
+    if state.get("zvol"):               # its /dev/zdN may be another one now
+        path = wait_zvol(state["zvol"], 60.0) or path
     try:
         with open(path, "rb") as f:
-            got = f.read()
+            got = f.read(d.size) if state.get("zvol") else f.read()
     except FileNotFoundError:
         got = None
     if got is None:
@@ -159,7 +162,7 @@ def cmd_explore_recover(args: argparse.Namespace) -> int:
           "size": o.res, **o.extra})
     emit({"event": "explore-done", "ok": o.ok, "failed_at": None if o.ok else i,
           "kind": o.kind, "why": o.why, "first_wrong_byte": o.first_wrong_byte, "ops": n})
-    if o.ok and not args.keep:
+    if o.ok and not args.keep and not state.get("zvol"):
         os.unlink(args.file)
     return EXIT_OK if o.ok else EXIT_FINDING
 

@@ -118,7 +118,7 @@ def process_age_s() -> float | None:
 def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
                  blockdev: bool, timeout_s: float, keep: bool,
                  tamper_data: int | None = None, zfs: ZfsTools | None = None,
-                 power_wait_s: float = 0.0) -> int:
+                 power_wait_s: float = 0.0, zvol: str | None = None) -> int:
     started = process_age_s()
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
@@ -139,8 +139,10 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     source = b""
     if any(s.op in SOURCE_OPS + ("actors",) for s in steps):      # actors copy from it
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
-    ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s)
-    if zfs is not None and not blockdev and loop is None:     # a crash can be made here
+    ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s, zvol=zvol)
+    # A crash can be made here: a file on a dataset (the ZFS commands given), or a zvol
+    # (a power cut; its flush is fsync). Not through a caller.
+    if loop is None and (zfs is not None and not blockdev or zvol is not None):
         ctx.durable = durable.Durable.of(init)
         ctx.sync_always = (seq.get("props") or {}).get("sync") == "always"
     t0 = time.monotonic()
@@ -262,7 +264,7 @@ def cmd_explore_run(args: argparse.Namespace) -> int:
                        args.op_timeout)
     return run_sequence(seq, steps, path, args.scratch or path, blockdev,
                         args.op_timeout, args.keep, args.tamper_after_data, zfs,
-                        args.power_cut_wait)
+                        args.power_cut_wait, args.zvol)
 
 
 def add_commands(sub: Any) -> None:
