@@ -251,6 +251,9 @@ def test_a_known_upstream_failure_in_a_new_shape_is_named_not_shrunk_on_old_kern
     assert known_failure("short", "pwrite", "6.1.0-57-amd64", findings) is None
     assert known_failure("crash-lost", "sendfile", "6.1.0-57-amd64", findings) is None
     assert known_failure(None, "sendfile", "6.1.0", findings) is None
+    rb = known_failure("wrong-bytes", "verify", "6.12.0", findings, ["snapshot", "rollback"])
+    assert rb is not None and rb.id == "rollback-keeps-cached-pages"
+    assert known_failure("wrong-bytes", "verify", "6.12.0", findings, ["snapshot"]) is None
 
 
 def test_the_session_counts_an_upstream_failure_as_known(tmp_path: Path, monkeypatch):

@@ -470,7 +470,8 @@ class Explorer:
                 if v.trip is not None else None
             failing = seq.ops[v.failed_at].op if v.failed and v.failed_at is not None and \
                 0 <= v.failed_at < len(seq.ops) else None
-            upstream = known_failure(v.kind, failing, self.s.kernel_release, self.s.upstream) \
+            upstream = known_failure(v.kind, failing, self.s.kernel_release, self.s.upstream,
+                                     [o.op for o in seq.ops[:v.failed_at or 0]]) \
                 if v.trip is None else None
             if self.dead:           # nothing can replace a guest that tripped
                 result.no_result.append((seq.seed, replace(

@@ -44,6 +44,7 @@ class UpstreamFinding:
     # Explore: ops whose failure of one of ``kinds`` is this finding (on kernels older
     # than ``linux_before``): counted and named as known, not shrunk again in a new shape.
     explore_ops: tuple[str, ...] = ()
+    explore_after: tuple[str, ...] = ()     # ... and only after an op of these kinds
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -72,7 +73,8 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
                             f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
                             f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
-                            f.get("linux_before", ""), tuple(f.get("explore_ops", ())))
+                            f.get("linux_before", ""), tuple(f.get("explore_ops", ())),
+                            tuple(f.get("explore_after", ())))
             for f in data.get("findings", [])]
 
 

@@ -42,13 +42,17 @@ def known_hang(trip: Trip, release: str, findings: Iterable[Any]) -> Any | None:
 
 
 def known_failure(kind: str | None, op_kind: str | None, release: str,
-                  findings: Iterable[Any]) -> Any | None:
+                  findings: Iterable[Any], before: Iterable[str] = ()) -> Any | None:
     """The known finding (an ``UpstreamFinding``) a failure of ``kind`` in an op of
-    ``op_kind`` is on this kernel, or None."""
+    ``op_kind``, after ops of the kinds ``before``, is on this kernel, or None (a
+    finding's ``explore_after``: one of those ops must have come first)."""
     if not kind or not op_kind:
         return None
+    earlier = set(before)
     for f in findings:
+        after = getattr(f, "explore_after", ())
         if op_kind in getattr(f, "explore_ops", ()) and kind in f.kinds and \
+                (not after or earlier & set(after)) and \
                 (not getattr(f, "linux_before", "") or older(release, f.linux_before)):
             return f
     return None
