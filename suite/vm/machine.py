@@ -326,8 +326,8 @@ class VM:
                     trouble.what, fix=trouble.fix, detail=self.console_tail(80))
             if port_listening(self.port):
                 try:
-                    if not guest.connected:
-                        guest.connect(timeout=10)
+                    if not guest.connected:     # a loaded TCG host: sshd's banner is slow
+                        guest.connect(timeout=min(self.spec.accel.deadline(10), 60))
                     r = guest.run(f"test -e {READY_FILE}", timeout=min(self.spec.accel.deadline(5), 60),
                                   check=False, log=False)
                     if r.rc == 0:
