@@ -119,6 +119,9 @@ def test_an_unexpected_errno_matches_the_manifests_errno_kind():
     assert explorebugs.same_kind("error:EINVAL", ["EINVAL", "served-by-ARC"])
     assert explorebugs.same_kind("wrong-bytes", ["EFAULT", "short", "wrong-bytes"])
     assert not explorebugs.same_kind("error:EIO", ["EINVAL"])
+    # a synced block lost at a crash point is the barrier cases' lost-after-barrier
+    assert explorebugs.same_kind("crash-lost", ["early-barrier", "lost-after-barrier"])
+    assert not explorebugs.same_kind("crash-torn", ["lost-after-barrier"])
     assert not explorebugs.same_kind("EINVAL", ["error:EINVAL"])     # the manifest's own names
 
 

@@ -104,14 +104,24 @@ def bare_kind(kind: str) -> str:
     return kind[len("error:"):] if kind.startswith("error:") else kind
 
 
+# Explore's kinds that are a case's symptom under another name: a synced block gone
+# after a crash point (a power cut, a frozen pool imported) is what the barrier cases
+# call acknowledged bytes lost after a power cut.
+ALIASES: dict[str, tuple[str, ...]] = {"crash-lost": ("lost-after-barrier",)}
+
+
+def names(kind: str) -> tuple[str, ...]:
+    return (kind, bare_kind(kind), *ALIASES.get(kind, ()))
+
+
 def same_kind(kind: str, kinds: list[str] | tuple[str, ...]) -> bool:
     """Explore's symptom kind against a manifest's."""
-    return kind in kinds or bare_kind(kind) in kinds
+    return any(k in kinds for k in names(kind))
 
 
 def kind_rank(kind: str, kinds: list[str] | tuple[str, ...]) -> int:
     """Where the manifest lists ``kind``."""
-    return list(kinds).index(kind if kind in kinds else bare_kind(kind))
+    return list(kinds).index(next(k for k in names(kind) if k in kinds))
 
 
 def _json(p: Path) -> dict:
