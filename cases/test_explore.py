@@ -26,6 +26,7 @@ a block device can do (``suite/explore/gen.py`` ``BLOCK_OPS``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     avoid = request.config.getoption("explore_avoid")
     try:
         choices = choices_for(target, have, zfs_guest.has_param, avoid)
+        share = request.config.getoption("explore_power_share")
+        if share is not None:
+            choices = replace(choices, power_share=share)
     except SuiteError as e:
         pytest.fail(f"{e.what}: {e.fix}", pytrace=False)
     findings = request.config.getoption("explore_findings")

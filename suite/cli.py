@@ -228,7 +228,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
                     findings=args.findings, shrink_s=args.shrink_time, known=args.known,
-                    cover=args.cover)
+                    cover=args.cover, power_share=args.power_share)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -430,6 +430,9 @@ def parser() -> argparse.ArgumentParser:
                     help="run only sequences that reach a cell of the reach table no run "
                          "executed yet, and stop once every cell was (one guest run "
                          "through every page origin, caller, actor count and crash point)")
+    ex.add_argument("--power-share", type=float, default=None, metavar="F",
+                    help="share of sequences that end in a real power cut (default 0.12; "
+                         "each costs a boot: raise it to hunt durability bugs)")
     ex.add_argument("--draws", type=_budget, default=None, metavar="Nx",
                     help="build and run nothing: print the page origin x op and tunable "
                          "table the seed's first N sequences draw (e.g. 20x), to choose a "

@@ -76,7 +76,7 @@ def print_draws(seed: int, draws: str, target: str = "file") -> int:
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
              results: Path | None = None, target: str = "file", findings: int = 1,
              shrink_s: float | None = None, known: list[str] | None = None,
-             cover: bool = False) -> int:
+             cover: bool = False, power_share: float | None = None) -> int:
     """``target``: what each sequence runs on, a fresh ``file`` or a fresh ``zvol``;
     ``findings``: distinct findings to collect before stopping; ``known``: summaries
     (or folders) of findings already known, not shrunk again; ``cover``: only sequences
@@ -89,6 +89,7 @@ def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[st
             "--explore-target", target, "--explore-findings", str(findings), *build,
             *(["--explore-shrink", str(shrink_s)] if shrink_s else []),
             *(["--explore-cover"] if cover else []),
+            *(["--explore-power-share", str(power_share)] if power_share is not None else []),
             *[a for k in known or [] for a in ("--explore-known", str(Path(k).resolve()))]]
     print(f"==> explore: seed {seed}, budget {budget}, target {target}; pytest {' '.join(args)} "
           f"(results {results})", flush=True)

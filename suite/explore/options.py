@@ -31,6 +31,9 @@ def add_explore_options(addoption: Callable[..., Any]) -> None:
                 help="-m explore: run only sequences that reach a cell of the reach table "
                      "(origin x op, caller x actors, movers, tunables, crash points) no run "
                      "executed yet; stop once every cell was executed")
+    addoption("--explore-power-share", type=float, default=None, metavar="F",
+                help="-m explore: the share of sequences that end in a power cut (default "
+                     "0.12: each costs a boot; raise it to hunt durability bugs)")
     addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")
