@@ -271,3 +271,16 @@ def test_a_zvol_power_cut_carries_the_window_and_the_zvol_name(ddir: Path):
     assert cut["zvol"] == "tank/case/vol" and cut["submitted"] == 2
     d = Durable.from_state(cut["state"])
     assert d.size == MIB and bytes(d.data[:8192]) == pattern("5:w1", 0, 8192)
+
+
+def test_a_write_of_nothing_past_eof_leaves_the_model_as_it_was():
+    """A copy_file_range refused with EXDEV (ext4 on a loop device, the source on the
+    dataset) moved nothing: the model grew to its offset all the same, and the actors
+    op after it mapped a file shorter than the model said (found by explore at the
+    async-dio head, 2026-12-05: actor-died, 'mmap length is greater than file size')."""
+    from suite.ioengine.explore.model import Model
+    m = Model(b"abc")
+    m.write(2920448, b"")
+    assert m.size == 3 and bytes(m.data) == b"abc"
+    m.write(5, b"x")
+    assert bytes(m.data) == b"abc\0\0x"

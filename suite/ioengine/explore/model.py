@@ -39,6 +39,8 @@ class Model:
         return len(self.data)
 
     def write(self, offset: int, data: bytes) -> None:
+        if not data:        # nothing moved (a copy refused with EXDEV): nothing changes
+            return
         if offset > self.size:
             self.data.extend(bytes(offset - self.size))
         self.data[offset:offset + len(data)] = data
