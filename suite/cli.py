@@ -411,32 +411,25 @@ def parser() -> argparse.ArgumentParser:
                     help="how long to explore: 90s, 15m, 1h, or 20x for 20 sequences "
                          "(default 5m; shrinking a finding comes on top)")
     ex.add_argument("--target", choices=("file", "zvol"), default="file",
-                    help="what each sequence runs on: a fresh file on the case's dataset "
-                         "(default), or a fresh zvol under it, with the sequence's "
-                         "volblocksize and properties, run as a block device")
+                    help="each sequence on a fresh file of the case's dataset (default) or "
+                         "a fresh zvol under it, with the sequence's properties")
     ex.add_argument("--findings", type=int, default=1, metavar="N",
                     help="distinct findings to collect before stopping (default 1); past "
                          "the first, a failure like one already found is counted, not "
                          "shrunk again, so a frequent one does not hide the next")
     ex.add_argument("--shrink-time", type=float, default=None, metavar="SECONDS",
-                    help="wall clock for shrinking one finding (default 1200 s; a finding "
-                         "cut short says so and keeps the smallest failing sequence)")
+                    help="wall clock for shrinking one finding (default 1200 s)")
     ex.add_argument("--known", action="append", default=[], metavar="PATH",
                     help="findings already known: an explore summary.json or a results "
-                         "folder holding them (e.g. a run on the series' base or on "
-                         "master); a failure with the signature of one is counted and "
-                         "named, not shrunk (repeatable)")
-    ex.add_argument("--cover", action="store_true",
-                    help="run only sequences that reach a cell of the reach table no run "
-                         "executed yet, and stop once every cell was (one guest run "
-                         "through every page origin, caller, actor count and crash point)")
-    ex.add_argument("--power-share", type=float, default=None, metavar="F",
-                    help="share of sequences that end in a real power cut (default 0.12; "
-                         "each costs a boot: raise it to hunt durability bugs)")
+                         "folder holding them (the base's, master's); a failure with the "
+                         "signature of one is counted, not shrunk (repeatable)")
+    ex.add_argument("--cover", action="store_true", help="only sequences that reach a "
+                    "cell no run executed yet, until every cell was (docs/explore.md)")
+    ex.add_argument("--power-share", type=float, default=None, metavar="F", help="share "
+                    "of sequences ending in a real power cut (default 0.12)")
     ex.add_argument("--draws", type=_budget, default=None, metavar="Nx",
-                    help="build and run nothing: print the page origin x op and tunable "
-                         "table the seed's first N sequences draw (e.g. 20x), to choose a "
-                         "budget")
+                    help="run nothing: print the reach table the seed's first N sequences "
+                         "draw (e.g. 20x), to choose a budget")
     ex.set_defaults(func=cmd_explore)
     mg = sub.add_parser("merge", help="merge --shard runners' results folders into one "
                                       "JUnit, summary.md, report.html and verdict (exit 0 "

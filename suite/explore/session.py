@@ -36,7 +36,9 @@ from suite.explore.crashes.avoid import known_failure, known_hang
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.reach import crash_points, from_runs, run_cells, seq_cells, seq_tunables
+from suite.explore.cover import Cover
+from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
+from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
@@ -167,38 +169,6 @@ class ExploreResult:
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
 
 
-TIMING_PARTS = ("startup_s", "setup_s", "ops_s")
-
-
-def engine_timing(lines: list[dict[str, Any]], command_s: float) -> dict[str, float]:
-    """Where one run's time went: the engine's own parts (its ``explore-done``
-    line: interpreter start-up, target setup, the ops) and the command's wall time
-    as the host saw it (``command_s``: also the snapshots' cleanup, the SSH round
-    trip and the guest's shell). An engine that died early gives the command alone."""
-    line = next((ln for ln in reversed(lines) if ln.get("event") == "explore-done"), {})
-    named = {"startup_s": "startup_s", "setup_s": "setup_s", "ops_s": "elapsed_s"}
-    out = {k: float(line[src]) for k, src in named.items()
-           if isinstance(line.get(src), (int, float))}
-    out["command_s"] = round(command_s, 3)
-    return out
-
-
-def time_split(runs: list[dict[str, Any]]) -> str:
-    """One line: the generated sequences' time summed by part (the rest of a
-    sequence's seconds is the host's: properties, parameters, target setup)."""
-    total = sum(float(r.get("seconds") or 0.0) for r in runs)
-    if not total:
-        return "no sequence ran"
-    parts = {k: sum(float((r.get("engine") or {}).get(k) or 0.0) for r in runs)
-             for k in (*TIMING_PARTS, "command_s")}
-    host = total - parts["command_s"]
-    outside = parts["command_s"] - sum(parts[k] for k in TIMING_PARTS)
-    shown = [(k.removesuffix("_s"), parts[k]) for k in TIMING_PARTS] + \
-        [("cleanup+ssh", outside), ("host steps", host)]
-    return f"{len(runs)} sequences, {total:.0f}s: " + ", ".join(
-        f"{name} {v:.0f}s ({100 * v / total:.0f}%)" for name, v in shown)
-
-
 def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
     """What tells two failures apart before shrinking: the symptom kind and the
     failing op's kind, interface and O_DIRECT-ness (``wrong-bytes pread sync
@@ -225,35 +195,6 @@ def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) ->
 
 
 Declare = Callable[[str, set[str]], None]
-COVER_SKIP = 400            # seeds looked at in a row for one that reaches a missing cell
-COVER_GIVE_UP = 3           # runs that drew a cell and never executed it: not here
-
-
-@dataclass
-class Cover:
-    """``--explore-cover``: which cells of the reach table are still to execute (those
-    the session can draw at all), and which to give up on (drawn by COVER_GIVE_UP runs,
-    executed by none: the guest cannot give it, e.g. no hugetlb pages)."""
-    params: tuple[str, ...]
-    crashes: tuple[str, ...]
-    skipped: int = 0
-    given_up: list[str] = field(default_factory=list)
-
-    def missing(self, runs: list[dict[str, Any]]) -> set[str]:
-        done = from_runs(runs, "executed")
-        drawn = from_runs(runs)
-        left = set(done.missing(self.params, self.crashes))
-        for c in sorted(left):
-            if drawn.cells.get(c, 0) + drawn.tunables.get(c, 0) >= COVER_GIVE_UP and \
-                    c not in self.given_up:
-                self.given_up.append(c)
-        return left - set(self.given_up)
-
-    @staticmethod
-    def adds(seq: Sequence, missing: set[str]) -> set[str]:
-        return (set(seq_cells(seq)) | set(seq_tunables(seq))) & missing
-
-
 @dataclass
 class Fresh:
     """What a session runs on after a fresh guest replaced one that tripped: its
@@ -439,12 +380,13 @@ class Explorer:
         result = ExploreResult(master_seed, str(budget), self.s.target)
         t0, k = self.clock(), 0
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
-        cover = self.cover() if self.s.cover else None
+        cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
         while budget.allows(len(result.runs), self.clock() - t0):
             seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
                            self.s.file_size_max, self.choices)
-            if cover is not None and not self.covers(cover, seq, result):
-                if not cover.missing(result.runs) or cover.skipped >= COVER_SKIP:
+            if cover is not None and not cover.admits(seq, result.runs):
+                result.cover = cover.state(result.runs)
+                if cover.done(result.runs):
                     break
                 k += 1
                 continue
@@ -506,26 +448,10 @@ class Explorer:
             k += 1
             self._save(result, t0)
         result.boots = self.boots
+        if cover is not None:
+            result.cover = cover.state(result.runs)
         self._save(result, t0)
         return result
-
-    def cover(self) -> Cover:
-        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"))
-                        if op in self.choices.ops and self.choices.zfs_ops
-                        and self.s.target == "file")
-        return Cover(tuple(self.choices.params), crashes)
-
-    def covers(self, cover: Cover, seq: Sequence, result: ExploreResult) -> bool:
-        """``seq`` reaches a cell no run executed yet (counted in ``cover.skipped``
-        when not); the cover's state goes into the summary."""
-        missing = cover.missing(result.runs)
-        result.cover = {"missing": sorted(missing), "given_up": cover.given_up,
-                        "skipped": cover.skipped}
-        if missing and Cover.adds(seq, missing):
-            cover.skipped = 0
-            return True
-        cover.skipped += 1
-        return False
 
     def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult) -> None:
         """Generate no more ``op``: its hang is ``finding`` on this kernel."""

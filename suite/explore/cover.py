@@ -1,0 +1,56 @@
+"""``--explore-cover``: run only the sequences that reach a cell of the reach table no
+run has executed yet, and stop once every cell was executed (or given up: drawn by
+``GIVE_UP`` runs and executed by none, so the guest cannot give it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from suite.explore.ops import Sequence
+from suite.explore.reach import from_runs, seq_cells, seq_tunables
+
+SKIP = 400              # seeds looked at in a row for one that reaches a missing cell
+GIVE_UP = 3             # runs that drew a cell and never executed it: not here
+
+
+@dataclass
+class Cover:
+    """Which cells are still to execute (those the session can draw at all)."""
+    params: tuple[str, ...]
+    crashes: tuple[str, ...]
+    skipped: int = 0
+    given_up: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, choices: Any, target: str) -> "Cover":
+        """The cells of a session that draws from ``choices`` on ``target``."""
+        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"))
+                        if op in choices.ops and choices.zfs_ops and target == "file")
+        return cls(tuple(choices.params), crashes)
+
+    def missing(self, runs: list[dict[str, Any]]) -> set[str]:
+        done = from_runs(runs, "executed")
+        drawn = from_runs(runs)
+        left = set(done.missing(self.params, self.crashes))
+        for c in sorted(left):
+            if drawn.cells.get(c, 0) + drawn.tunables.get(c, 0) >= GIVE_UP and \
+                    c not in self.given_up:
+                self.given_up.append(c)
+        return left - set(self.given_up)
+
+    def admits(self, seq: Sequence, runs: list[dict[str, Any]]) -> bool:
+        """``seq`` reaches a cell no run executed yet (else it is skipped, counted)."""
+        missing = self.missing(runs)
+        if missing and (set(seq_cells(seq)) | set(seq_tunables(seq))) & missing:
+            self.skipped = 0
+            return True
+        self.skipped += 1
+        return False
+
+    def done(self, runs: list[dict[str, Any]]) -> bool:
+        """Nothing left to reach, or no seed reaches what is left."""
+        return not self.missing(runs) or self.skipped >= SKIP
+
+    def state(self, runs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"missing": sorted(self.missing(runs)), "given_up": list(self.given_up),
+                "skipped": self.skipped}
