@@ -20,6 +20,7 @@ class Cover:
     crashes: tuple[str, ...]
     skipped: int = 0
     given_up: list[str] = field(default_factory=list)
+    _left: tuple[int, set[str]] = (-1, set())     # (runs it was worked out for, cells)
 
     @classmethod
     def of(cls, choices: Any, target: str) -> "Cover":
@@ -29,6 +30,13 @@ class Cover:
         return cls(tuple(choices.params), crashes)
 
     def missing(self, runs: list[dict[str, Any]]) -> set[str]:
+        """The cells left; worked out once per run added (runs only grow), not once per
+        seed looked at."""
+        if self._left[0] != len(runs):
+            self._left = (len(runs), self._work_out(runs))
+        return set(self._left[1])
+
+    def _work_out(self, runs: list[dict[str, Any]]) -> set[str]:
         done = from_runs(runs, "executed")
         drawn = from_runs(runs)
         left = set(done.missing(self.params, self.crashes))

@@ -89,8 +89,8 @@ class PowerCuts:
                                str(line["path"]), "--ops", str(n_ops), timeout=120)
         (seq_dir / f"{name}.recover.jsonl").write_text(
             "".join(json.dumps(ln) + "\n" for ln in lines))
-        status = z.zpool("scrub", "-w", pool, check=False,
-                         timeout=self.guests.accel.deadline(300))
+        z.zpool("scrub", "-w", pool, check=False,
+                timeout=self.guests.accel.deadline(300))
         status = z.zpool("status", "-v", pool, check=False, timeout=self.guests.accel.deadline(60))
         if CLEAN not in status.stdout and all(ln.get("ok") for ln in lines
                                               if ln.get("event") == "explore-done"):
