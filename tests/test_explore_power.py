@@ -227,6 +227,8 @@ class Executes:
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):
                 ln["outcome"] = "ok"
+            if o.op == "power_cut":
+                lines.append({"event": "power-cut", "i": i, "slow_ms": o.slow_ms})
             lines.append(ln)
         return RunOutput(lines + [{"event": "explore-done", "ok": True, "ops": len(seq.ops)}], 0)
 
@@ -240,8 +242,8 @@ def test_cover_runs_only_sequences_that_reach_a_cell_not_executed_yet(tmp_path: 
                 zfs=GuestZfs("tank/x", "zfs", "zpool"))
     assert r.cover["missing"] == [] and len(r.runs) < 80, r.cover
     done = reach.from_runs(r.runs, "executed")
-    assert not done.missing(("zfs_dio_strict", "zfs_dio_enabled"), ("crash:freeze",
-                                                                   "crash:power"))
+    assert not done.missing(("zfs_dio_strict", "zfs_dio_enabled"),
+                            ("crash:freeze", "crash:power", "crash:power-slow"))
     # every sequence it ran added a cell the ones before had not executed
     seen = reach.Reach()
     for run in r.runs:
@@ -284,3 +286,42 @@ def test_a_write_of_nothing_past_eof_leaves_the_model_as_it_was():
     assert m.size == 3 and bytes(m.data) == b"abc"
     m.write(5, b"x")
     assert bytes(m.data) == b"abc\0\0x"
+
+
+def test_slow_disks_hold_the_writes_in_flight_through_zinject_then_cleared(ddir: Path,
+                                                                       tmp_path: Path):
+    """``slow_ms``: each disk ``zpool list -vHP`` names gets ``zinject -D ms:1`` before the
+    writes; the op's line says so; with no cut the injection is cleared."""
+    tools = tmp_path / "sbin"
+    tools.mkdir()
+    calls = tmp_path / "zinject.calls"
+    (tools / "zpool").write_text("#!/bin/sh\nprintf 'nopool\\t-\\n\\t/dev/fake0\\t-\\n"
+                                 "\\t/dev/fake1\\t-\\n'\n")
+    (tools / "zinject").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
+    for t in ("zpool", "zinject"):
+        (tools / t).chmod(0o755)
+    seq = cut_sequence("fsync")
+    seq["ops"][-1]["slow_ms"] = 250
+    rc, lines = run_engine(ddir, seq, "slow", "--zfs-dataset", "nopool/ds", "--zfs-cmd",
+                           "/bin/false", "--zpool-cmd", str(tools / "zpool"),
+                           "--power-cut-wait", "0.5")
+    cut = next(ln for ln in lines if ln["event"] == "power-cut")
+    assert cut["slow_ms"] == 250
+    assert calls.read_text().splitlines() == ["-d /dev/fake0 -D 250:1 nopool",
+                                              "-d /dev/fake1 -D 250:1 nopool", "-c all"]
+    # the op round-trips through the host's sequence with the field, and without it at 0
+    op = Op.from_dict(seq["ops"][-1])
+    assert op.to_dict()["slow_ms"] == 250 and "slow_ms=250" in op.render()
+    assert "slow_ms" not in Op.from_dict(cut_sequence("fsync")["ops"][-1]).to_dict()
+
+
+def test_slow_disks_are_drawn_for_files_only_and_reach_their_cell():
+    from suite.explore import reach
+    ch = Choices(zfs_ops=True, power_share=1.0)
+    files = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(60)]
+    zvols = [generate(sequence_seed(1, k), 40, "zvol", 3 * MIB, ch) for k in range(40)]
+    slow = [o.slow_ms for q in files for o in q.ops if o.op == "power_cut"]
+    assert set(slow) >= {0, 250, 1000}
+    assert not any(o.slow_ms for q in zvols for o in q.ops)
+    q = next(q for q in files if any(o.slow_ms for o in q.ops))
+    assert "crash:power-slow" in reach.seq_cells(q)

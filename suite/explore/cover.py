@@ -25,7 +25,8 @@ class Cover:
     @classmethod
     def of(cls, choices: Any, target: str) -> "Cover":
         """The cells of a session that draws from ``choices`` on ``target``."""
-        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"))
+        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"),
+                                        ("crash:power-slow", "power_cut"))
                         if op in choices.ops and choices.zfs_ops and target == "file")
         return cls(tuple(choices.params), crashes)
 

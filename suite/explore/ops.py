@@ -50,8 +50,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # segs actors, size requests each, their programs drawn from the seed and data
     "actors": ("off", "len", "segs", "size", "data"),
     "snapshot": ("data",), "rollback": ("data",),     # rollback: to the snapshot of that data
-    # segs O_DIRECT writes of len bytes from off, submitted and never reaped; a barrier
-    "power_cut": ("iface", "off", "len", "segs", "data", "barrier"),
+    # segs O_DIRECT writes of len bytes from off, submitted and never reaped; a barrier;
+    # slow_ms: the pool's disks slowed meanwhile, so the writes are still in flight
+    "power_cut": ("iface", "off", "len", "segs", "data", "barrier", "slow_ms"),
 }
 
 
@@ -70,7 +71,7 @@ class Op(Step):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {"op": self.op, **{k: d[k] for k in self.used_fields()
-                                  if k != "buf_off" or self.buf_off}}
+                                  if k not in ("buf_off", "slow_ms") or d[k]}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Op":

@@ -79,7 +79,9 @@ def seq_cells(seq: Sequence) -> list[str]:
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
-                  ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()))
+                  ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
+                  ({"crash:power-slow"} if any(o.op == "power_cut" and o.slow_ms
+                                               for o in seq.ops) else set()))
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -110,6 +112,8 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
         cells.add("crash:freeze")
     if crash_points(lines, "power_cut"):
         cells.add("crash:power")
+        if any(ln.get("event") == "power-cut" and ln.get("slow_ms") for ln in lines):
+            cells.add("crash:power-slow")       # the writes in flight on slowed disks
     cells |= {f"moved:{ln['op']}" for ln in lines if ln.get("event") == "op"
               and ln.get("op") in MOVERS and ln.get("outcome") == "ok"}
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
@@ -134,7 +138,8 @@ class Reach:
                 crashes: Iterable[str] = ()) -> list[str]:
         """Cells no sequence reached: every origin x direction, every value of the
         ``params`` (those the build has), each caller with each number of actors, each
-        mover, and the ``crashes`` cells asked for (``crash:freeze``, ``crash:power``)."""
+        mover, and the ``crashes`` cells asked for (``crash:freeze``, ``crash:power``,
+        ``crash:power-slow``)."""
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
         want += CALLER_CELLS
@@ -180,6 +185,7 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
                                                for n in ACTOR_COUNTS))
     lines.append(f"  {'crash points (freeze)':20s} {cell('crash:freeze'):>12s}")
     lines.append(f"  {'power cuts':20s} {cell('crash:power'):>12s}")
+    lines.append(f"  {'  on slowed disks':20s} {cell('crash:power-slow'):>12s}")
     lines.append(f"moved by the kernel: sequences ({head})")
     lines.append("  " + "  ".join(f"{m} {cell('moved:' + m)}" for m in MOVERS))
     lines.append("who issues the requests: sequences")

@@ -13,6 +13,10 @@ barrier covers may be there or not, per aligned block, never torn inside one. Wi
 ``sync=always``, or writes submitted with RWF_DSYNC (``barrier=dsync``), a write that
 had completed is durable with no barrier.
 
+``slow_ms``: every disk of the pool answers that much later (``zinject -D``) from
+just before the writes until the cut, so they are still in flight when the barrier
+runs, as on a slow or busy disk: what a barrier of the async path must wait for.
+
 The op's line ``{"event": "power-cut", ...}`` carries the model (:meth:`Durable.
 to_state`) for the host, which cuts the power the moment it reads it
 (``suite/explore/crashes/power.py``). Without a host that cuts (``--power-cut-wait
@@ -102,6 +106,29 @@ def model_after(ctx: Ctx, writes: list[tuple[int, bytes]], covered: set[int],
     return d
 
 
+def pool_disks(ctx: Ctx) -> list[str]:
+    """The pool's leaf vdevs, by path (``zpool list -vHP``)."""
+    assert ctx.zfs is not None
+    r = ctx.zfs.run("zpool", "list", "-vHP", ctx.zfs.pool)
+    return [w for line in (r.out or "").splitlines()[1:]
+            for w in line.split()[:1] if w.startswith("/")]
+
+
+def slow_disks(ctx: Ctx, ms: int) -> Outcome | None:
+    """Every disk of the pool ``ms`` late (``zinject -D ms:1``); None when done."""
+    if ctx.zfs is None:
+        return Outcome("unsupported", why="power_cut slow_ms: needs the ZFS commands")
+    disks = pool_disks(ctx)
+    if not disks:
+        return failed("setup-failed", f"power_cut slow_ms: no disk of {ctx.zfs.pool} listed")
+    for disk in disks:
+        r = ctx.zfs.run("zinject", "-d", disk, "-D", f"{ms}:1", ctx.zfs.pool)
+        if r.rc != 0:
+            return Outcome("unsupported", why=f"power_cut slow_ms: {' '.join(r.argv)}: "
+                           f"{(r.err or '').strip() or r.rc}")
+    return None
+
+
 def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
     if ctx.power_wait_s <= 0:
         return Outcome("unsupported", why="power_cut: no host cuts this guest's power "
@@ -109,6 +136,8 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
     if ctx.durable is None or ctx.target.dfd is None or s.barrier not in BARRIERS:
         return Outcome("unsupported", why="power_cut: needs a file on a dataset (the ZFS "
                        "commands given) or a zvol, opened with O_DIRECT")
+    if s.slow_ms and (o := slow_disks(ctx, s.slow_ms)) is not None:
+        return o
     writes, done, keep = _submit(ctx, s)
     barrier = s.barrier if s.barrier != "dsync" else ""
     covers_queued = bool(barrier) and async_path_on()
@@ -122,9 +151,12 @@ def op_power_cut(ctx: Ctx, s: Step) -> Outcome:
     d = model_after(ctx, writes, covered, bool(barrier))
     emit({"event": "power-cut", "i": ctx.step_index, "path": ctx.target.path, "zvol": ctx.zvol,
           "submitted": len(writes), "complete_before_barrier": sorted(done),
+          "slow_ms": s.slow_ms,
           "barrier": s.barrier, "covers_queued": covers_queued, "state": d.to_state()})
     time.sleep(ctx.power_wait_s)            # the host cuts the power meanwhile
     del keep
+    if s.slow_ms and ctx.zfs is not None:
+        ctx.zfs.run("zinject", "-c", "all")
     return failed("no-result", f"power_cut: the host did not cut the power within "
                   f"{ctx.power_wait_s:.0f}s")
 

@@ -36,6 +36,7 @@ class Step:
     data: int = 0
     src_off: int = 0
     barrier: str = ""       # power_cut: fsync | fdatasync | syncfs | dsync (RWF_DSYNC) | ""
+    slow_ms: int = 0        # power_cut: the pool's disks answer this late (zinject -D) meanwhile
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
@@ -52,7 +53,7 @@ class Step:
         if s.barrier not in ("", "fsync", "fdatasync", "syncfs", "dsync"):
             raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync, "
                              "syncfs or dsync")
-        if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off) < 0:
+        if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off, s.slow_ms) < 0:
             raise ValueError(f"op {s.op!r}: negative field in {d}")
         return s
 

@@ -59,8 +59,14 @@ class ZfsTools:
         ``rollback -r`` destroyed the later ones)."""
         return f"{self.dataset}@explore-{self.run_id}-{n}"
 
+    def tool(self, name: str) -> str:
+        """``zfs``, ``zpool`` as given; ``zinject`` from the directory ``zpool`` is in."""
+        if name in ("zfs", "zpool"):
+            return self.zfs if name == "zfs" else self.zpool
+        return os.path.join(os.path.dirname(self.zpool), name)
+
     def run(self, tool: str, *args: str) -> ToolRun:
-        argv = [self.zfs if tool == "zfs" else self.zpool, *args]
+        argv = [self.tool(tool), *args]
         env = {**os.environ, "LD_LIBRARY_PATH": self.libdir} if self.libdir else None
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)
