@@ -63,6 +63,19 @@ def shrink_s(config: pytest.Config) -> float:
     return float(config.getoption("explore_shrink") or SHRINK_S)
 
 
+def replayed(paths: list[str], target: str, has_param) -> tuple[Sequence, ...]:
+    """The --explore-replay sequences, each with the module parameters the build has
+    (as the corpus replays them); one for another target is refused."""
+    seqs = []
+    for p in paths:
+        seq = Sequence.from_json(Path(p).read_text())
+        if seq.target != target:
+            pytest.fail(f"--explore-replay {p} runs on a {seq.target}: give --explore-target "
+                        f"{seq.target}", pytrace=False)
+        seqs.append(replace(seq, params={k: v for k, v in seq.params.items() if has_param(k)}))
+    return tuple(seqs)
+
+
 @pytest.fixture
 def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
     """The --explore-budget, and a backstop that fits it (exploring and shrinking
@@ -96,6 +109,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     except SuiteError as e:
         pytest.fail(f"{e.what}: {e.fix}", pytrace=False)
     findings = request.config.getoption("explore_findings")
+    given = replayed(request.config.getoption("explore_replay"), target, zfs_guest.has_param)
     settings = Settings(workdir=pool.mountpoint, seq_dir=engine.outdir,
                         out_dir=case_dir / "explore", shrink_s=shrink_s(request.config),
                         target=target,
@@ -104,7 +118,8 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
                                           request.config.getoption("explore_known")]),
                         kernel_release=str(zfs_build.kernel.get("release", "")),
                         upstream=upstream.load(),
-                        cover=request.config.getoption("explore_cover"))
+                        cover=request.config.getoption("explore_cover"),
+                        sequences=given)
     varied = choices.vol_have if target == "zvol" else tuple(sorted(choices.props))
     print(f"explore: master seed {seed}, budget {explore_budget}, target {target}; props "
           f"varied: {', '.join(varied or ()) or 'none'}; params varied: "

@@ -1,5 +1,4 @@
-"""``python -m suite``: build, series, doctor, bugs, gate, bisect, repro, shell, explore,
-merge, lines, coverage."""
+"""``python -m suite``: each subcommand's parser and its handler (``--help`` lists them)."""
 from __future__ import annotations
 
 import argparse
@@ -228,7 +227,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return run_lane(build_argv(lambda dest: getattr(args, dest, None)), args.seed,
                     args.budget, args.pytest_args, target=args.target,
                     findings=args.findings, shrink_s=args.shrink_time, known=args.known,
-                    cover=args.cover, power_share=args.power_share)
+                    cover=args.cover, power_share=args.power_share, replay=args.replay)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -402,9 +401,8 @@ def parser() -> argparse.ArgumentParser:
     fd.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     fd.set_defaults(func=cmd_findings)
     ex = sub.add_parser("explore", help="seeded op sequences on a file of a dataset (or a zvol), "
-                                        "every read checked "
-                                        "against a model, a failure shrunk: exit 0 nothing "
-                                        "found, 1 a finding, 2 inconclusive")
+                        "every read checked against a model, a failure shrunk: exit 0 "
+                        "nothing found, 1 a finding, 2 inconclusive")
     add_build_options(ex.add_argument)
     ex.add_argument("--seed", type=int, default=1, help="master seed (default 1)")
     ex.add_argument("--budget", type=_budget, default="5m",
@@ -427,6 +425,8 @@ def parser() -> argparse.ArgumentParser:
                     "cell no run executed yet, until every cell was (docs/explore.md)")
     ex.add_argument("--power-share", type=float, default=None, metavar="F", help="share "
                     "of sequences ending in a real power cut (default 0.12)")
+    ex.add_argument("--replay", action="append", default=[], metavar="SEQ.json", help="run "
+                    "these sequences (a minimal-<seed>.json) once each instead of generated ones")
     ex.add_argument("--draws", type=_budget, default=None, metavar="Nx",
                     help="run nothing: print the reach table the seed's first N sequences "
                          "draw (e.g. 20x), to choose a budget")

@@ -325,3 +325,20 @@ def test_slow_disks_are_drawn_for_files_only_and_reach_their_cell():
     assert not any(o.slow_ms for q in zvols for o in q.ops)
     q = next(q for q in files if any(o.slow_ms for o in q.ops))
     assert "crash:power-slow" in reach.seq_cells(q)
+
+
+def test_given_sequences_are_run_in_turn_instead_of_generated_ones(tmp_path: Path):
+    """--explore-replay: the session runs exactly the sequences given, once each, power
+    cut included, whatever the budget; then stops."""
+    runner = Executes()
+    cut = Sequence(seed=77, init_size=8192, ops=(Op("power_cut", iface="libaio", off=0,
+                                                    len=4096, segs=1, data=1, barrier="fsync",
+                                                    slow_ms=250),))
+    other = Sequence(seed=78, ops=(Op("verify"),))
+    s = Settings(workdir="/x", seq_dir=tmp_path / "e", out_dir=tmp_path / "o",
+                 sequences=(cut, other, cut))
+    r = explore(runner, s, 1, parse_budget("15m"), Choices(zfs_ops=True),
+                power=FakePower(None), zfs=GuestZfs("tank/x", "zfs", "zpool"))
+    assert [q.seed for q in runner.seqs] == [77, 78, 77]
+    assert runner.seqs[0].ops[0].slow_ms == 250 and len(r.runs) == 3
+    assert "crash:power-slow" in r.runs[0]["executed"]

@@ -76,12 +76,14 @@ def print_draws(seed: int, draws: str, target: str = "file") -> int:
 def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[str],
              results: Path | None = None, target: str = "file", findings: int = 1,
              shrink_s: float | None = None, known: list[str] | None = None,
-             cover: bool = False, power_share: float | None = None) -> int:
+             cover: bool = False, power_share: float | None = None,
+             replay: list[str] | None = None) -> int:
     """``target``: what each sequence runs on, a fresh ``file`` or a fresh ``zvol``;
     ``findings``: distinct findings to collect before stopping; ``known``: summaries
     (or folders) of findings already known, not shrunk again; ``cover``: only sequences
     that reach a cell not executed yet, until every cell was."""
-    budget: Budget = parse_budget(budget_text)
+    # Given sequences: each run once (the file given twice: twice), whatever the budget.
+    budget: Budget = parse_budget(f"{len(replay)}x" if replay else budget_text)
     tail = "-zvol" if target == "zvol" else ""
     results = results or paths.results_root() / \
         f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}{tail}"
@@ -90,6 +92,7 @@ def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[st
             *(["--explore-shrink", str(shrink_s)] if shrink_s else []),
             *(["--explore-cover"] if cover else []),
             *(["--explore-power-share", str(power_share)] if power_share is not None else []),
+            *[a for r in replay or [] for a in ("--explore-replay", str(Path(r).resolve()))],
             *[a for k in known or [] for a in ("--explore-known", str(Path(k).resolve()))]]
     print(f"==> explore: seed {seed}, budget {budget}, target {target}; pytest {' '.join(args)} "
           f"(results {results})", flush=True)

@@ -34,6 +34,10 @@ def add_explore_options(addoption: Callable[..., Any]) -> None:
     addoption("--explore-power-share", type=float, default=None, metavar="F",
                 help="-m explore: the share of sequences that end in a power cut (default "
                      "0.12: each costs a boot; raise it to hunt durability bugs)")
+    addoption("--explore-replay", action="append", default=[], metavar="SEQ.json",
+                help="-m explore: run these sequences (a minimal-<seed>.json explore wrote, "
+                     "a corpus file) in turn instead of generated ones, power cuts "
+                     "included: a finding's confirmation, or its control on another build")
     addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

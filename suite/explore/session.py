@@ -93,6 +93,9 @@ class Settings:
     # counted, not shrunk again, so a frequent finding (an upstream bug) does not hide
     # the next one behind it.
     max_findings: int = 1
+    # Sequences to run in turn instead of generated ones (--explore-replay: a minimal
+    # sequence found earlier, replayed as it is, power cuts included).
+    sequences: tuple[Sequence, ...] = ()
     # Failures already found elsewhere (suite/explore/known.py: the base's or
     # master's runs), by signature: counted and named, never shrunk.
     known: dict[tuple[str, ...], Any] = field(default_factory=dict)
@@ -382,8 +385,11 @@ class Explorer:
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
         while budget.allows(len(result.runs), self.clock() - t0):
-            seq = generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
-                           self.s.file_size_max, self.choices)
+            if self.s.sequences and k >= len(self.s.sequences):
+                break
+            seq = self.s.sequences[k] if self.s.sequences else generate(
+                sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
+                self.s.file_size_max, self.choices)
             if cover is not None and not cover.admits(seq, result.runs):
                 result.cover = cover.state(result.runs)
                 if cover.done(result.runs):
