@@ -46,6 +46,27 @@ def results_root() -> Path:
     return Path(env) if env else Path.cwd() / "results"
 
 
+def claim_dir(parent: Path, stem: str) -> Path:
+    """A new folder ``parent/stem``, or ``stem-2``, ``stem-3``... when another run took
+    the name (two runs started in the same second): claimed by ``mkdir``, so two
+    processes never share one."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        d = parent / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent / stem}: 999 runs of that name; clear {parent}")
+
+
+def stamped(prefix: str, suffix: str = "") -> Path:
+    """A new results folder ``<prefix>-<YYYYmmdd-HHMMSS><suffix>`` (claimed)."""
+    import time
+    return claim_dir(results_root(), f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}{suffix}")
+
+
 def patches_dir() -> Path:
     return Path(os.environ.get("OZFS_VMCI_PATCHES", PROJECT_ROOT / "patches"))
 

@@ -23,7 +23,7 @@ from suite.vm.machine import VM, NvmeSpec, VMSpec
 def run_shell(opts: BuildOptions, accel: str = "auto", nvme: int = 2, keep: bool = False) -> int:
     record, _ = build(opts)
     a = for_build(accel, record.kernel)
-    workdir = paths.results_root() / f"shell-{time.strftime('%Y%m%d-%H%M%S')}"
+    workdir = paths.stamped("shell")
     vm = VM(VMSpec(kernel_image=Path(record.kernel["vmlinuz"]), accel=a, workdir=workdir,
                    nvme=NvmeSpec(count=nvme), name="ozfs-shell"))
     vm.start()

@@ -7,7 +7,6 @@ to a verdict, the guest or the engine gave out, the session overran) or usage.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,8 +84,7 @@ def run_lane(build: list[str], seed: int, budget_text: str, pytest_args: list[st
     # Given sequences: each run once (the file given twice: twice), whatever the budget.
     budget: Budget = parse_budget(f"{len(replay)}x" if replay else budget_text)
     tail = "-zvol" if target == "zvol" else ""
-    results = results or paths.results_root() / \
-        f"explore-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}{tail}"
+    results = results or paths.stamped("explore", f"-seed{seed}{tail}")
     args = ["-m", "explore", "--explore-seed", str(seed), "--explore-budget", str(budget),
             "--explore-target", target, "--explore-findings", str(findings), *build,
             *(["--explore-shrink", str(shrink_s)] if shrink_s else []),

@@ -88,7 +88,7 @@ def timed_build(selection: str, extra_build: list[str], log: Path) -> tuple[floa
 def run_bisect(name: str, nodeid: str, commits: list[str], subjects: dict[str, str],
                trials: int, extra: list[str], extra_build: list[str],
                root: Path | None = None) -> Bisection:
-    root = root or paths.results_root() / f"bisect-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = root or paths.stamped("bisect")
     b = Bisection(name, nodeid, commits)
     target = str(paths.PROJECT_ROOT / nodeid)
 

@@ -28,7 +28,6 @@ Exit codes: 0 pass, 1 regression, 2 inconclusive (or usage).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -154,7 +153,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
              reruns: int = 2, root: Path | None = None,
              series_on_base: bool = False) -> GateRun:
     """Both sessions, the reruns, the classes. Reports are written by the caller."""
-    root = root or paths.results_root() / f"gate-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = root or paths.stamped("gate")
     g = GateRun(series_sel, base, root, selection)
     sides = gate_sides(series_sel, base, series_on_base)
     verdicts: dict[str, dict[str, CaseVerdict]] = {}

@@ -27,7 +27,6 @@ alone, ``--explore-from DIR`` reads earlier explore runs instead.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,8 +153,7 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                                   ("explore", bool(explore and explore.only))) if on]
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    root = paths.results_root() / f"bugs-{stamp}"
+    root = paths.stamped("bugs")
     out: list[Outcome] = []
     ztsruns: dict[str, ZtsAt] = {}
     exploreruns: dict[str, ExploreAt] = {}

@@ -273,8 +273,6 @@ def died(expected: Path, run_dir: Path, why: str) -> int:
 def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
     """Run ``case_dir/repro/repro.sh`` in a fresh guest of the case's shape with
     the build ``opts`` names loaded; its exit code (1 reproduced, 0 not, 2 setup)."""
-    import time
-
     from suite.build.pipeline import build
     from suite.guest.lifecycle import Guests, GuestShape
     from suite.vm.accel import for_build
@@ -291,7 +289,7 @@ def run_repro(case_dir: Path, opts, accel: str = "auto") -> int:
                               else d.get("lbs", 4096), "append": tuple(d.get("append", ()))})
     record, _ = build(opts)
     a = for_build(accel, record.kernel)
-    run_dir = paths.results_root() / f"repro-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = paths.stamped("repro")
     guests = Guests(run_dir, "repro", a, record)
     try:
         g = guests.acquire(shape, run_dir / "commands.log")
