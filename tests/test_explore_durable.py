@@ -173,8 +173,15 @@ def test_crash_points_are_counted_drawn_executed_and_per_minute():
                            for k in range(40)) if any(o.op == "freeze" for o in s.ops))
     assert "crash:freeze" in reach.seq_cells(seq)
     lines = [{"event": "op", "op": "crash", "outcome": "ok"},
-             {"event": "op", "op": "crash", "outcome": "failed"}]
+             {"event": "op", "op": "crash", "outcome": "failed", "kind": "zfs-command"}]
     assert reach.crash_points(lines) == 1 and "crash:freeze" in reach.run_cells(lines, seq)
+    # a power cut whose recovered file is wrong was still reached and executed
+    cut = [{"event": "power-cut", "slow_ms": 250},
+           {"event": "op", "op": "power_cut", "outcome": "failed", "kind": "crash-lost"}]
+    assert reach.crash_points(cut, "power_cut") == 1
+    assert {"crash:power", "crash:power-slow"} <= set(reach.run_cells(cut))
+    assert reach.crash_points([{"event": "op", "op": "power_cut", "outcome": "failed",
+                                "kind": "no-result"}], "power_cut") == 0
     assert reach.crash_rate([{"crashes": 3, "seconds": 60}, {"crashes": 1, "seconds": 60,
                                                              "power_cuts": 1}]) == \
         ("4 crash points (zpool freeze, then export + import) and 1 power cuts (a fresh guest "

@@ -53,9 +53,10 @@ def crowd_cells(seq: Sequence, counts: Iterable[int] | None = None) -> list[str]
 
 def crash_points(lines: Iterable[dict[str, Any]], op: str = "crash") -> int:
     """The crash points a run went through: ``crash`` ops that recovered a frozen pool
-    (``power_cut``: power cuts recovered on the guest booted after)."""
+    (``power_cut``: power cuts recovered on the guest booted after), whether what
+    survived was right or a ``crash-*`` finding (the crash point was reached)."""
     return sum(1 for ln in lines if ln.get("event") == "op" and ln.get("op") == op
-               and ln.get("outcome") == "ok")
+               and (ln.get("outcome") == "ok" or str(ln.get("kind") or "").startswith("crash-")))
 
 
 def crash_rate(runs: list[dict[str, Any]]) -> str:
