@@ -342,3 +342,52 @@ def test_given_sequences_are_run_in_turn_instead_of_generated_ones(tmp_path: Pat
     assert [q.seed for q in runner.seqs] == [77, 78, 77]
     assert runner.seqs[0].ops[0].slow_ms == 250 and len(r.runs) == 3
     assert "crash:power-slow" in r.runs[0]["executed"]
+
+
+class FailsKnownFirst(Executes):
+    """Each sequence fails at its second op with a known finding's signature while
+    that op is in it; without it, it runs to its end."""
+    def __init__(self, kind: str = "error:EAGAIN") -> None:
+        super().__init__()
+        self.kind = kind
+
+    def run_sequence(self, seq_file: Path, target: str, timeout_s: float, extra=()) -> RunOutput:
+        out = super().run_sequence(seq_file, target, timeout_s, extra)
+        seq = self.seqs[-1]
+        if len(seq.ops) < 40:
+            return out
+        return RunOutput([{"event": "op", "i": 0, "op": seq.ops[0].op, "ok": True,
+                           "outcome": "ok"},
+                          {"event": "op", "i": 1, "op": seq.ops[1].op, "ok": False,
+                           "outcome": "failed", "kind": self.kind, "why": "known"},
+                          {"event": "explore-done", "ok": False, "failed_at": 1,
+                           "kind": self.kind, "why": "known", "ops": len(seq.ops)}], 1)
+
+
+def test_a_sequence_failing_as_a_known_finding_is_run_again_past_that_op(tmp_path: Path):
+    """A failure of a known upstream finding on this kernel: its tail (here its power
+    cut) is reached by the same sequence without the op that failed, counted once in the
+    reach table; never shrunk. Past the kernel the finding is fixed on: a finding."""
+    from types import SimpleNamespace
+    from suite.explore import reach
+    ch = Choices(zfs_ops=True, power_share=1.0)
+    seq0 = generate(sequence_seed(3, 0), 40, "file", 3 * MIB, ch)
+    finding = SimpleNamespace(id="sendfile-from-direct-always-moves-nothing",
+                              kinds=("error:EAGAIN",), explore_ops=(seq0.ops[1].op,),
+                              linux_before="6.5")
+
+    def run(release: str, out: str):
+        runner = FailsKnownFirst()
+        s = Settings(workdir="/x", seq_dir=tmp_path / out / "e", out_dir=tmp_path / out / "o",
+                     kernel_release=release, upstream=[finding], shrink_tries=2)
+        return runner, explore(runner, s, 3, parse_budget("2x"), ch, power=FakePower(None),
+                               zfs=GuestZfs("tank/x", "zfs", "zpool"), log=lambda _: None)
+
+    runner, r = run("6.1.0-40-amd64", "old")
+    assert [len(q.ops) for q in runner.seqs] == [40, 39]
+    assert runner.seqs[1].ops == seq0.ops[:1] + seq0.ops[2:]
+    assert [run["resumed"] for run in r.runs] == [0, 1] and not r.findings
+    assert r.runs[0]["known"] == finding.id and "crash:power" in r.runs[1]["executed"]
+    assert reach.from_runs(r.runs).sequences == 1
+    runner, r = run("6.12.57-amd64", "new")     # fixed there: a finding, not run past
+    assert len(r.findings) == 1 and all(not run["resumed"] for run in r.runs)

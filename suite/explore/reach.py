@@ -161,10 +161,21 @@ def drawn(seqs: Iterable[Sequence]) -> Reach:
 def from_runs(runs: Iterable[dict[str, Any]], key: str = "cells") -> Reach:
     """An exploration's reach from its summary's runs (``cells``: drawn;
     ``executed``: what the engine used)."""
-    r = Reach()
+    # A sequence run again past a known finding (``resumed``) is the same sequence: its
+    # cells join the run before it, each sequence counted once.
+    merged: list[tuple[set[str], set[str]]] = []
     for run in runs:
-        if key in run:
-            r.add(run.get(key) or (), run.get("tunables") or ())
+        if key not in run:
+            continue
+        cells, tun = set(run.get(key) or ()), set(run.get("tunables") or ())
+        if run.get("resumed") and merged:
+            merged[-1][0].update(cells)
+            merged[-1][1].update(tun)
+        else:
+            merged.append((cells, tun))
+    r = Reach()
+    for cells, tun in merged:
+        r.add(cells, tun)
     return r
 
 

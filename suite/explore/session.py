@@ -37,6 +37,7 @@ from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.cover import Cover
+from suite.explore.resume import past_known
 from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
@@ -384,13 +385,15 @@ class Explorer:
         t0, k = self.clock(), 0
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
+        resume, resumes = None, 0       # the sequence again past a known finding's op
         while budget.allows(len(result.runs), self.clock() - t0):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
-            seq = self.s.sequences[k] if self.s.sequences else generate(
+            seq = resume or (self.s.sequences[k] if self.s.sequences else generate(
                 sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
-                self.s.file_size_max, self.choices)
-            if cover is not None and not cover.admits(seq, result.runs):
+                self.s.file_size_max, self.choices))
+            resumes, resume = (resumes + 1 if resume else 0), None
+            if cover is not None and not resumes and not cover.admits(seq, result.runs):
                 result.cover = cover.state(result.runs)
                 if cover.done(result.runs):
                     break
@@ -398,7 +401,8 @@ class Explorer:
                 continue
             t = self.clock()
             v = self.replay(seq, f"s{k}")
-            result.runs.append({"k": k, "seed": seq.seed, "state": v.state, "kind": v.kind,
+            result.runs.append({"k": k, "seed": seq.seed, "resumed": resumes,
+                                "state": v.state, "kind": v.kind,
                                 "failed_at": v.failed_at, "ops": len(seq.ops),
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
                                 "refused": len(v.refused), "leaves": v.leaves,
@@ -431,17 +435,16 @@ class Explorer:
                     result.known += 1
                     result.runs[-1]["known"] = hang.id
                     self.avoid(v.trip.op_kind, hang, seq.seed, result)
-                elif upstream is not None:
+                elif upstream is not None or sig in self.s.known:
                     result.known += 1
-                    result.runs[-1]["known"] = upstream.id
-                    self.log(f"explore: sequence {k} (seed {seq.seed}) fails as upstream "
-                             f"finding {upstream.id} does on this kernel ({v.kind} in "
-                             f"{failing}): not shrunk")
-                elif sig in self.s.known:
-                    result.known += 1
-                    result.runs[-1]["known"] = self.s.known[sig].label()
+                    name = upstream.id if upstream else self.s.known[sig].label()
+                    result.runs[-1]["known"] = name
+                    resume = past_known(seq, v, resumes) if upstream else None
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as a known "
-                             f"finding: {self.s.known[sig].label()}; not shrunk")
+                             f"finding: {name} ({v.kind} in {failing}); not shrunk" +
+                             ("; run again without that op" if resume else ""))
+                    if resume:
+                        continue
                 elif sig in found:
                     result.runs[-1]["repeat_of"] = found[sig]
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as seed "

@@ -1,0 +1,26 @@
+"""Past a known finding: a sequence that fails as a known upstream finding on the
+guest's kernel (``patches/upstream/findings.toml``) stops at that op, and whatever it drew after it (a power cut,
+a freeze, the ops of the other actors) is never run. On a kernel where such a finding
+is frequent (sendfile and splice out of a ``direct=always`` file on Linux 6.1) that
+was most of the sequences' tails. The session runs the same sequence again without
+the op that failed, as ddmin would drop it, up to ``MAX_RESUMES`` times per sequence.
+Not for a failure known only by its signature (``--known``): the table of upstream
+findings also names their consequences (``explore_after``: the reads after a
+rollback), so a run past one does not turn its aftermath into a new finding; a bare
+signature cannot.
+"""
+from __future__ import annotations
+
+from suite.explore.judge import Verdict
+from suite.explore.ops import Sequence
+
+MAX_RESUMES = 3
+
+
+def past_known(seq: Sequence, v: Verdict, resumes: int) -> Sequence | None:
+    """``seq`` without the op it failed at as a known finding; None when that op was its
+    last (nothing is left to reach), the failure named no op, or ``resumes`` is used up."""
+    i = v.failed_at
+    if resumes >= MAX_RESUMES or i is None or not 0 <= i < len(seq.ops) - 1:
+        return None
+    return seq.with_ops(seq.ops[:i] + seq.ops[i + 1:])
