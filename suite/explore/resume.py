@@ -24,3 +24,9 @@ def past_known(seq: Sequence, v: Verdict, resumes: int) -> Sequence | None:
     if resumes >= MAX_RESUMES or i is None or not 0 <= i < len(seq.ops) - 1:
         return None
     return seq.with_ops(seq.ops[:i] + seq.ops[i + 1:])
+
+
+def sequences_run(runs: list[dict]) -> int:
+    """The sequences an exploration ran (what an ``Nx`` budget counts): a run past a
+    known finding is the same sequence again."""
+    return sum(1 for r in runs if not r.get("resumed"))

@@ -37,7 +37,7 @@ from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.cover import Cover
-from suite.explore.resume import past_known
+from suite.explore.resume import past_known, sequences_run
 from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
@@ -386,7 +386,7 @@ class Explorer:
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
         resume, resumes = None, 0       # the sequence again past a known finding's op
-        while budget.allows(len(result.runs), self.clock() - t0):
+        while resume or budget.allows(sequences_run(result.runs), self.clock() - t0):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
             seq = resume or (self.s.sequences[k] if self.s.sequences else generate(
