@@ -47,6 +47,12 @@ class Cover:
                 self.given_up.append(c)
         return left - set(self.given_up)
 
+    def give_up(self, cell: str) -> None:
+        """``cell`` cannot be executed here (its op is avoided: it hangs this kernel)."""
+        if cell not in self.given_up:
+            self.given_up.append(cell)
+            self._left = (-1, set())
+
     def admits(self, seq: Sequence, runs: list[dict[str, Any]]) -> bool:
         """``seq`` reaches a cell no run executed yet (else it is skipped, counted)."""
         missing = self.missing(runs)

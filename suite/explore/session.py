@@ -435,6 +435,8 @@ class Explorer:
                     result.known += 1
                     result.runs[-1]["known"] = hang.id
                     self.avoid(v.trip.op_kind, hang, seq.seed, result)
+                    if cover is not None:       # never drawn again: nothing will run it
+                        cover.give_up(f"moved:{v.trip.op_kind}")
                 elif upstream is not None or sig in self.s.known:
                     result.known += 1
                     name = upstream.id if upstream else self.s.known[sig].label()
