@@ -405,3 +405,23 @@ def test_cover_gives_up_the_cell_of_an_op_avoided_for_a_known_hang():
     assert "moved:splice" not in c.missing([]) and c.given_up == ["moved:splice"]
     c.give_up("moved:splice")
     assert c.given_up == ["moved:splice"]
+
+
+def test_no_file_system_on_a_loop_a_strict_dataset_cannot_mount():
+    """ext4 on a 512-byte-sector direct-io loop reads its superblock with a 512-byte
+    O_DIRECT read: zfs_dio_strict=1 refuses it by design, the mount fails and the
+    sequence brought no result (the stock 6.1 cover run, seed 131645252731149)."""
+    from suite.explore.gen import PROP_CHOICES
+    from suite.explore.targets import param_table
+    ch = Choices(props=dict(PROP_CHOICES), params=tuple(sorted(param_table("file"))),
+                 zfs_ops=True)
+    seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, ch) for k in range(400)]
+    fs = [q for q in seqs if q.caller.get("kind") == "loopfs"]
+    assert {q.caller["lbs"] for q in fs} == {512, 4096} and any(q.caller["dio"] for q in fs)
+    assert not [q for q in fs if q.caller["dio"] and q.caller["lbs"] == 512 and
+                q.params.get("zfs_dio_strict") == 1 and q.props.get("direct") != "disabled"]
+    stock = Choices(props=dict(PROP_CHOICES), zfs_ops=True, params=(
+        "zfs_dio_enabled", "zfs_dio_strict", "zfs_vdev_direct_write_verify"))
+    q = generate(131645252731149, 40, "file", 3 * MIB, stock)
+    assert q.params["zfs_dio_strict"] == 1 and q.props["direct"] == "standard"
+    assert q.caller == {"kind": "loopfs", "dio": 1, "lbs": 4096}
