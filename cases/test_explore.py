@@ -42,7 +42,7 @@ from suite.explore.ops import OP_KINDS, Sequence
 from suite.explore.budget import Budget, parse_budget
 from suite.explore.conditions import Conditions, dataset_props, prepare_guest
 from suite.explore.session import Settings, explore
-from suite.explore.targets import NoZvols, choices_for
+from suite.explore.targets import NoZvols, choices_for, settable
 from suite.explore.zvol import GuestZvols
 from suite.report import upstream
 
@@ -72,7 +72,7 @@ def replayed(paths: list[str], target: str, has_param) -> tuple[Sequence, ...]:
         if seq.target != target:
             pytest.fail(f"--explore-replay {p} runs on a {seq.target}: give --explore-target "
                         f"{seq.target}", pytrace=False)
-        seqs.append(replace(seq, params={k: v for k, v in seq.params.items() if has_param(k)}))
+        seqs.append(settable(seq, has_param))
     return tuple(seqs)
 
 

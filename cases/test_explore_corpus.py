@@ -5,7 +5,6 @@ and module parameters (those the build has), every read checked against the
 model. In the default selection: a fixed finding must stay fixed."""
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from suite.explore.ops import Sequence
 from suite.explore.crashes.stream import StreamingRunner
 from suite.explore.conditions import Conditions, dataset_props, prepare_guest
 from suite.explore.session import Explorer, Settings
-from suite.explore.targets import NoZvols, param_table
+from suite.explore.targets import NoZvols, settable
 from suite.explore.zvol import GuestZvols
 
 pytestmark = [pytest.mark.vm]
@@ -44,8 +43,7 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests
         kind = "zvols" if seq.target == "zvol" else "datasets"
         pytest.skip(f"the build's {kind} have no {', '.join(lacking)}: the sequence "
                     f"cannot run as found")
-    seq = replace(seq, params={k: v for k, v in seq.params.items()
-                               if k in param_table(seq.target) and zfs_guest.has_param(k)})
+    seq = settable(seq, zfs_guest.has_param)
     prepare_guest(zfs_guest)
     g = guests.current
     stream = StreamingRunner(engine, console=g.watch.seen if g and g.watch else None,

@@ -389,9 +389,7 @@ class Explorer:
         while resume or budget.allows(sequences_run(result.runs), self.clock() - t0):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
-            seq = resume or (self.s.sequences[k] if self.s.sequences else generate(
-                sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
-                self.s.file_size_max, self.choices))
+            seq = resume or self.sequence(master_seed, k)
             resumes, resume = (resumes + 1 if resume else 0), None
             if cover is not None and not resumes and not cover.admits(seq, result.runs):
                 result.cover = cover.state(result.runs)
@@ -463,6 +461,13 @@ class Explorer:
             result.cover = cover.state(result.runs)
         self._save(result, t0)
         return result
+
+    def sequence(self, master_seed: int, k: int) -> Sequence:
+        """Sequence ``k``: the ``k``-th one given (``--explore-replay``), else generated."""
+        if self.s.sequences:
+            return self.s.sequences[k]
+        return generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
+                        self.s.file_size_max, self.choices)
 
     def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult) -> None:
         """Generate no more ``op``: its hang is ``finding`` on this kernel."""

@@ -167,6 +167,13 @@ def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
                    params=tuple(p for p in sorted(param_table("file")) if has_param(p)))
 
 
+def settable(seq: Sequence, has_param: Callable[[str], bool]) -> Sequence:
+    """``seq`` with only the module parameters a replay sets on this build (those its
+    target varies and the build has); the corpus and ``--explore-replay`` run it so."""
+    return replace(seq, params={k: v for k, v in seq.params.items()
+                                if k in param_table(seq.target) and has_param(k)})
+
+
 def ops_without(avoid: Iterable[str]) -> tuple[str, ...]:
     """Every op kind but those named in ``avoid`` (``--explore-avoid``)."""
     names = {n.strip() for a in avoid for n in a.split(",") if n.strip()}
