@@ -66,7 +66,8 @@ STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", 
           "explore", "coverage", "report", "plugin", "commands")
 FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
               "suite.symptoms", "suite.sessions"}
-COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane"}
+COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane",
+            "suite.bugs_cmd"}
 
 
 def stage(module: str) -> str:

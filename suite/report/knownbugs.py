@@ -22,7 +22,9 @@ earlier run's sessions, judged again, so ``--zts-only`` can still fill both colu
 ``--zts-from DIR`` reads ZTS's side from earlier runs the same way. With
 ``--explore BUDGET`` the exerciser runs once at each bad commit and a table says
 what it met there (``suite/report/explorebugs.py``); ``--explore-only`` runs it
-alone, ``--explore-from DIR`` reads earlier explore runs instead.
+alone, ``--explore-from DIR`` reads earlier explore runs instead. With ``--xfstests
+SEL`` the xfstests lane runs at each bad commit and at the base
+(``suite/report/xfstestsbugs.py``), the same way.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report import explorebugs
+from suite.report import explorebugs, xfstestsbugs
 from suite.report.explorebugs import ExploreAt, ExplorePlan
+from suite.report.xfstestsbugs import XfstestsAt, XfstestsPlan
 from suite.sessions import count, newest_session, run_cases
 from suite.symptoms import CaseVerdict, SymptomSpec, judge_case
 from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
@@ -142,21 +145,25 @@ def write_report(root: Path) -> None:
 def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
              roles: list[str] | None = None, zts: str = "", zts_tags: tuple[str, ...] = (),
              suite_from: list[Path] = (), zts_from: list[Path] = (),
-             explore: ExplorePlan | None = None) -> int:
+             explore: ExplorePlan | None = None, xfstests: XfstestsPlan | None = None) -> int:
     """``zts``: "" no ZTS; "also" ZTS at each bad commit too; "only" ZTS alone.
     ``suite_from``: earlier ``suite bugs`` results whose sessions give the suite's
     side (judged again against today's symptoms) instead of running them;
     ``zts_from`` the same for ZTS's side (implies the ZTS table). ``explore``:
-    the exerciser at each bad commit too (``explore.only``: the lanes alone)."""
+    the exerciser at each bad commit too (``explore.only``: the lanes alone);
+    ``xfstests`` the xfstests lane at each bad commit and at the base."""
     zts = zts or ("only" if zts_from else "")
     lanes_only = [w for w, on in (("ZTS", zts == "only"),
-                                  ("explore", bool(explore and explore.only))) if on]
+                                  ("explore", bool(explore and explore.only)),
+                                  ("xfstests", bool(xfstests and xfstests.only))) if on]
     m = series.available()[name]
     bugs = [b for b in m.bugs if not only or b.id in only]
     root = paths.stamped("bugs")
     out: list[Outcome] = []
     ztsruns: dict[str, ZtsAt] = {}
     exploreruns: dict[str, ExploreAt] = {}
+    xfsruns: dict[str, XfstestsAt] = {}
+    xfsbase = xfstests.at(name, m.base, root, extra, base=True) if xfstests else None
     deferred = [b for b in bugs if b.deferred]
     for b in deferred:
         print(f"==> {b.id}: deferred ({b.bad[:11]} -> {b.fixed[:11]}): {b.deferred}", flush=True)
@@ -173,6 +180,8 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
                                      run_zts_at(name, commit, root, extra, zts_tags))
             if explore and role == "bad" and o.commit not in exploreruns:    # once per commit
                 exploreruns[o.commit] = explore.at(name, commit, root, extra)
+            if xfstests and role == "bad" and o.commit not in xfsruns:      # once per commit
+                xfsruns[o.commit] = xfstests.at(name, commit, root, extra)
             if suite_from:
                 judge_earlier(o, b.symptom, list(suite_from))
                 continue
@@ -218,10 +227,16 @@ def run_bugs(name: str, only: list[str], k_extra: str, extra: list[str],
         root.mkdir(parents=True, exist_ok=True)
         (root / "explore-at-bad.md").write_text(md)
         print("\nexplore at each bad commit (" + str(root / "explore-at-bad.md") + "):\n" + md)
+    if xfstests:
+        md = xfstestsbugs.table([(b, xfsruns.get(b.bad[:11])) for b in bugs], xfsbase)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "xfstests-at-bad.md").write_text(md)
+        print("\nxfstests at each bad commit (" + str(root / "xfstests-at-bad.md") + "):\n" + md)
     if root.is_dir() and not suite_from and not lanes_only:
         write_report(root)
     lanes_ok = all(z.ran and not z.problem for z in ztsruns.values()) and \
-        all(not e.problem for e in exploreruns.values())
+        all(not e.problem for e in exploreruns.values()) and \
+        all(x.ran and not x.problem for x in [*xfsruns.values(), *filter(None, [xfsbase])])
     suite_ok = all(o.ok for o in out)
     if lanes_only:                  # the suite's side counts only when it was read
         return 0 if lanes_ok and (suite_ok or not suite_from) else 1

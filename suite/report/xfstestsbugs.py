@@ -1,0 +1,173 @@
+"""What xfstests saw at each known bug's bad commit, beside the series' base.
+
+``python -m suite bugs SERIES --xfstests SEL`` runs the xfstests lane
+(``cases/test_xfstests.py``) once at every distinct bad commit of the series' bugs
+and once at the series' base, the control: a test that fails at the bad commit and
+on the base too is the base's (upstream's), not the bug's. ``--xfstests-profile``
+picks the profiles (default: every one the build can run but ``plain``, so every
+aligned request goes through Direct I/O); ``--xfstests-only`` leaves the suite's
+cases out; ``--xfstests-from DIR`` reads earlier runs instead. The table:
+
+    bug | bad commit | xfstests at bad
+
+xfstests is credited, as ZTS is, only through a test that failed at the bad commit
+and not on the base; whether that failure is the bug's own symptom a human reads
+(the test's ``.out.bad`` and ``.full`` are in the results), so the cell lists the
+tests, it does not claim the bug.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite import paths
+from suite.report import xfstests as xfs
+from suite.sessions import run_cases, sessions_newest_first, skip_reasons
+from suite.source.series import KnownBug
+
+LANE = str(paths.PROJECT_ROOT / "cases" / "test_xfstests.py")
+
+
+@dataclass
+class XfstestsAt:
+    commit: str
+    ran: int = 0
+    failed: dict[str, str] = field(default_factory=dict)      # "generic/299[async]" -> reason
+    passed: set[str] = field(default_factory=set)
+    profiles: list[str] = field(default_factory=list)
+    stopped: bool = False           # the budget ended ./check: later tests never ran
+    absent: list[str] = field(default_factory=list)           # why a profile was skipped
+    problem: str = ""
+    results: str = ""
+    seconds: float = 0.0
+
+    def new_failures(self, base: "XfstestsAt | None") -> dict[str, str]:
+        """Failures here that the base did not also fail (all, without a base)."""
+        if base is None or base.problem:
+            return dict(self.failed)
+        return {t: r for t, r in self.failed.items() if t not in base.failed}
+
+    def describe(self, base: "XfstestsAt | None" = None) -> str:
+        if self.problem:
+            return f"INCONCLUSIVE: {self.problem}"
+        if not self.ran:
+            why = "; ".join(self.absent) or "the lane ran no test"
+            return f"INCONCLUSIVE: no xfstests test ran ({why})"
+        on = f" [{', '.join(self.profiles)}]"
+        new = self.new_failures(base)
+        old = sorted(set(self.failed) - set(new))
+        cut = " (cut short at the budget: later tests never ran)" if self.stopped else ""
+        also = f"; failing on the base too: {', '.join(old)}" if old else ""
+        control = "" if base and not base.problem else " (no base run to compare)"
+        if new:
+            listed = "; ".join(f"{t}: {r[:90]}" for t, r in sorted(new.items()))
+            return f"{len(new)} failed of {self.ran}{on}{control}: {listed}{also}{cut}"
+        if self.stopped:
+            return f"INCONCLUSIVE: cut short after {self.ran}{on}, none new so far{also}"
+        return f"none of {self.ran} failed that passes on the base{on} (saw nothing){also}"
+
+
+def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt:
+    """Every profile's results file under one session folder."""
+    out = XfstestsAt(commit[:11], results=str(results), seconds=seconds)
+    files = sorted(results.glob(f"*/cases/*/{xfs.RESULTS_FILE}"))
+    for f in files:
+        meta, rs = xfs.load(f)
+        prof = str(meta.get("profile", "plain"))
+        out.profiles.append(prof)
+        out.stopped = out.stopped or bool(meta.get("stopped"))
+        for r in rs:
+            key = f"{r.test}[{prof}]"
+            if r.failed:
+                out.failed[key] = r.reason or "failed"
+            elif r.status == "pass":
+                out.passed.add(key)
+    out.ran = len(out.failed) + len(out.passed)
+    out.absent = skip_reasons(results / "junit.xml")
+    if not files and not out.absent:
+        out.problem = "the xfstests session left no results (see pytest.log)"
+    return out
+
+
+@dataclass
+class XfstestsPlan:
+    """``bugs --xfstests``: what to run at each bad commit and the base, or where to read it."""
+    select: list[str] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)
+    only: bool = False
+    read_from: list[Path] = field(default_factory=list)
+
+    def lane_args(self) -> list[str]:
+        return [*[x for s in self.select for x in ("--xfstests", s)],
+                *[x for p in self.profiles or ("direct", "async", "zvol")
+                  for x in ("--xfstests-profile", p)]]
+
+    def at(self, name: str, commit: str, root: Path, extra: list[str],
+           base: bool = False) -> XfstestsAt:
+        """The lane at ``name@commit`` (``base``: the commit alone, no series)."""
+        rel = f"xfstests/{commit[:11]}"
+        if self.read_from:
+            found = sessions_newest_first(self.read_from, rel)
+            if not found:
+                return XfstestsAt(commit[:11], problem="no earlier xfstests run under "
+                                  "--xfstests-from: run it with --xfstests SEL")
+            out = read_session(found[0], commit)
+            print(f"<== xfstests at {commit[:11]}: {out.describe()}, read from {found[0]}",
+                  flush=True)
+            return out
+        results = root / rel
+        build = ["--zfs-ref", commit] if base else ["--series", f"{name}@{commit[:11]}"]
+        print(f"==> xfstests at {' '.join(build)} ({' '.join(self.lane_args())})", flush=True)
+        tests, problem, secs = run_cases(["-m", "xfstests", *build, *self.lane_args()],
+                                         results, extra, targets=[LANE])
+        out = read_session(results, commit, secs)
+        out.problem = problem or out.problem
+        if tests is None and not out.problem:
+            out.problem = "the pytest session wrote no JUnit report (see pytest.log)"
+        print(f"<== xfstests at {commit[:11]}: {out.describe()} in {secs:.0f}s; {results}",
+              flush=True)
+        return out
+
+
+def cell(b: KnownBug, x: XfstestsAt | None, base: XfstestsAt | None) -> str:
+    if x is None:
+        return "not run"
+    seen = x.describe(base)
+    return f"deferred in the manifest ({b.deferred}); xfstests here: {seen}" if b.deferred \
+        else seen
+
+
+def table(rows: list[tuple[KnownBug, XfstestsAt | None]], base: XfstestsAt | None) -> str:
+    """Markdown: each bug, its bad commit, what xfstests failed there that the base passes."""
+    head = f"base {base.commit}: {base.describe()}" if base else "base not run"
+    lines = [f"xfstests on the series' {head}", "",
+             "| bug | bad commit | xfstests at bad |", "|---|---|---|"]
+    for b, x in rows:
+        text = cell(b, x, base).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{b.id}` | {b.bad[:11]} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def add_options(kb: argparse.ArgumentParser) -> None:
+    """``bugs``' xfstests options."""
+    kb.add_argument("--xfstests", action="append", default=[], metavar="SEL",
+                    help="also run the xfstests lane (dio, quick, g:GROUP, a test) at each "
+                         "distinct bad commit and at the series' base, and print what "
+                         "failed at the bad commit that passes on the base (repeatable)")
+    kb.add_argument("--xfstests-profile", action="append", default=[], metavar="P",
+                    help="--xfstests: profiles (default direct, async, zvol: those the build "
+                         "can run)")
+    kb.add_argument("--xfstests-only", action="store_true",
+                    help="run only the xfstests lane (no suite cases)")
+    kb.add_argument("--xfstests-from", action="append", default=[], metavar="DIR",
+                    help="read xfstests' side from earlier `bugs --xfstests` results folders "
+                         "instead of running it (the newest session per commit wins)")
+
+
+def plan(args: argparse.Namespace) -> XfstestsPlan | None:
+    if not (args.xfstests or args.xfstests_from):
+        return None
+    return XfstestsPlan(list(args.xfstests), list(args.xfstests_profile),
+                        only=args.xfstests_only or not args.xfstests,
+                        read_from=[Path(d) for d in args.xfstests_from])

@@ -1,0 +1,143 @@
+"""``suite bugs --xfstests``: what xfstests saw at each bad commit, against the base
+(hand-made session folders as the lane leaves them; no guest)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from suite.bugs_cmd import add_parser
+from suite.report import xfstests as xr
+from suite.report import xfstestsbugs as xb
+from suite.source.series import KnownBug
+from suite.symptoms import SymptomSpec
+
+BAD = "b" * 40
+BASE = "0" * 40
+
+
+def session(root: Path, profile: str, results: dict[str, str], stopped: bool = False,
+            junit: str = "<testsuites/>") -> Path:
+    """A session folder as ``run_cases`` leaves it: one results file per profile."""
+    case = root / "20261205-000000-x" / "cases" / f"test_xfstests_{profile}_"
+    case.mkdir(parents=True, exist_ok=True)
+    rs = [xr.XfsResult(t, s.split(":")[0], 1.0, s.partition(":")[2]) for t, s in results.items()]
+    xr.save(rs, case / xr.RESULTS_FILE, {"profile": profile, "stopped": stopped})
+    (root / "junit.xml").write_text(junit)
+    return root
+
+
+def bug(id: str = "eof-tail-efault", deferred: str = "") -> KnownBug:
+    return KnownBug(id, "t", BAD, "f" * 40, ("eof",), SymptomSpec(["EFAULT"]), deferred)
+
+
+def test_a_failure_the_base_shares_is_not_the_bugs(tmp_path):
+    base = xb.read_session(session(tmp_path / "base", "direct", {
+        "generic/130": "pass", "generic/299": "fail:output mismatch"}), BASE)
+    bad = xb.read_session(session(tmp_path / "bad", "direct", {
+        "generic/130": "fail:- output mismatch (see 130.out.bad)",
+        "generic/299": "fail:output mismatch", "generic/019": "notrun:no debugfs"}), BAD)
+    assert bad.ran == 2 and base.ran == 2            # a test that did not run is not counted
+    assert bad.new_failures(base) == {"generic/130[direct]": "- output mismatch (see 130.out.bad)"}
+    text = bad.describe(base)
+    assert text.startswith("1 failed of 2 [direct]: generic/130[direct]")
+    assert "failing on the base too: generic/299[direct]" in text
+
+
+def test_without_a_base_every_failure_is_listed_and_that_is_said(tmp_path):
+    bad = xb.read_session(session(tmp_path / "bad", "async", {"generic/299": "fail:m"}), BAD)
+    assert "1 failed of 1 [async] (no base run to compare)" in bad.describe(None)
+
+
+def test_silence_is_a_pass_only_when_the_run_was_whole(tmp_path):
+    whole = xb.read_session(session(tmp_path / "a", "direct", {"generic/130": "pass"}), BAD)
+    assert "saw nothing" in whole.describe()
+    cut = xb.read_session(session(tmp_path / "b", "direct", {"generic/130": "pass"},
+                                  stopped=True), BAD)
+    assert cut.describe().startswith("INCONCLUSIVE: cut short after 1")
+
+
+def test_a_session_that_ran_nothing_is_inconclusive_with_the_reason(tmp_path):
+    empty = tmp_path / "s"
+    empty.mkdir()
+    (empty / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase name="t"><skipped message="Skipped: profile '
+        '\'async\' needs zfs_async_dio_enabled"/></testcase></testsuite></testsuites>')
+    x = xb.read_session(empty, BAD)
+    assert x.describe() == ("INCONCLUSIVE: no xfstests test ran (profile 'async' needs "
+                            "zfs_async_dio_enabled)")
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    assert xb.read_session(lost, BAD).describe().startswith("INCONCLUSIVE: the xfstests "
+                                                           "session left no results")
+
+
+def test_the_table_names_each_bug_and_the_base(tmp_path):
+    base = xb.read_session(session(tmp_path / "base", "direct", {"generic/130": "pass"}), BASE)
+    bad = xb.read_session(session(tmp_path / "bad", "direct", {"generic/130": "fail:a|b"}), BAD)
+    md = xb.table([(bug(), bad), (bug("other", deferred="KASAN only"), None)], base)
+    assert md.startswith(f"xfstests on the series' base {BASE[:11]}: none of 1 failed")
+    assert f"| `eof-tail-efault` | {BAD[:11]} | 1 failed of 1 [direct]: generic/130[direct]: a\\|b |" in md
+    assert "| `other` |" in md and "| not run |" in md
+
+
+def test_earlier_runs_are_read_newest_first(tmp_path):
+    root = tmp_path / "bugs-1"
+    old = session(root / "xfstests" / BAD[:11], "direct", {"generic/130": "fail:old"})
+    plan = xb.XfstestsPlan(read_from=[tmp_path], only=True)
+    assert plan.at("async-dio", BAD, tmp_path / "unused", []).failed == \
+        {"generic/130[direct]": "old"}
+    newer = session(tmp_path / "bugs-2" / "xfstests" / BAD[:11], "direct", {"generic/130": "pass"})
+    import os
+    os.utime(old / "junit.xml", (1, 1))
+    assert plan.at("async-dio", BAD, tmp_path / "unused", []).results == str(newer)
+    missing = plan.at("async-dio", "c" * 40, tmp_path, [])
+    assert missing.describe().startswith("INCONCLUSIVE: no earlier xfstests run")
+
+
+def test_the_bugs_command_takes_the_lane_and_its_profiles():
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers())
+    args = ap.parse_args(["bugs", "async-dio", "--xfstests", "dio", "--xfstests-only"])
+    p = xb.plan(args)
+    assert p.only and p.select == ["dio"]
+    assert p.lane_args() == ["--xfstests", "dio", "--xfstests-profile", "direct",
+                             "--xfstests-profile", "async", "--xfstests-profile", "zvol"]
+    args = ap.parse_args(["bugs", "async-dio", "--xfstests", "g:aio", "--xfstests-profile",
+                          "async"])
+    assert xb.plan(args).lane_args() == ["--xfstests", "g:aio", "--xfstests-profile", "async"]
+    assert xb.plan(ap.parse_args(["bugs", "async-dio"])) is None
+
+
+def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, monkeypatch,
+                                                                      capsys):
+    from suite.report import knownbugs
+    from suite.source.series import Manifest
+    other = "c" * 40
+    m = Manifest("async-dio", "", "u", "b", "h" * 40, BASE, "u",
+                 bugs=(bug("a"), bug("b"), KnownBug("c", "t", other, "f" * 40, ("x",),
+                                                    SymptomSpec(["EIO"]))))
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    calls: list[list[str]] = []
+
+    def fake_run_cases(args, results, extra=(), targets=None, **k):
+        calls.append([*args, *extra])
+        assert targets == [xb.LANE]
+        failing = {"generic/130": "fail:new"} if f"async-dio@{BAD[:11]}" in args else {}
+        session(results, "async", {"generic/299": "fail:both", "generic/451": "pass",
+                                   **failing})
+        return 3, "", 12.0
+    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
+    plan = xb.XfstestsPlan(["g:aio"], ["async"], only=True)
+    assert knownbugs.run_bugs("async-dio", [], "", ["-x"], roles=["bad"], xfstests=plan) == 0
+    assert [c[2:4] for c in calls] == [["--zfs-ref", BASE], ["--series", f"async-dio@{BAD[:11]}"],
+                                       ["--series", f"async-dio@{other[:11]}"]]
+    assert all(c[:2] == ["-m", "xfstests"] and c[-1] == "-x" for c in calls)
+    md = next(tmp_path.glob("bugs-*/xfstests-at-bad.md")).read_text()
+    assert "| `a` | " + BAD[:11] + " | 1 failed of 3 [async]: generic/130[async]: new; " \
+           "failing on the base too: generic/299[async] |" in md
+    assert "| `c` | " + other[:11] + " | none of 2 failed that passes on the base" in md
+    assert "not run here (xfstests only)" in capsys.readouterr().out
