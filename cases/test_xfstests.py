@@ -16,12 +16,28 @@ import time
 import pytest
 
 from suite.build import xfstests as xfs_build
-from suite.casekit.xfstests import check_args, shard
+from suite.casekit.xfstests import check_args, shard, split
 from suite.guest import xfstests as xfs_guest
+from suite.plugin.shards import case_times
 from suite.report import xfstests as xfs_report
 
 BUDGET = 3600           # ./check's deadline before accelerator scaling
 PROFILES = [pytest.param(p, id=p) for p in xfs_guest.PROFILES]
+
+
+def pytest_generate_tests(metafunc):
+    """``--xfstests-split N``: each profile's case as N parts (``direct-part1of2``)."""
+    n = metafunc.config.getoption("xfstests_split") or 1
+    if "xfstests_part" in metafunc.fixturenames and n > 1:
+        metafunc.parametrize("xfstests_part", [          # a guest each: at once under -n
+            pytest.param((i, n), id=f"part{i + 1}of{n}", marks=pytest.mark.guest_unit(i))
+            for i in range(n)], indirect=True)
+
+
+@pytest.fixture
+def xfstests_part(request) -> tuple[int, int] | None:
+    """(index, parts) of this case's share under ``--xfstests-split``; None: all of it."""
+    return getattr(request, "param", None)
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +61,8 @@ def xfstests_profile(profile, zfs_build, request):
 @pytest.mark.deadline(BUDGET + 900)
 @pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
 @pytest.mark.parametrize("profile", PROFILES)
-def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests, accel,
-                  case_dir, run_ctx, request, symptom):
+def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs_build, guests,
+                  accel, case_dir, run_ctx, request, symptom):
     p = xfstests_profile
     g = guests.current
     for pool in zfs_guest.pools():          # the lane takes the disks
@@ -60,13 +76,18 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
     selected = xfs_report.expand(selection, xfstests_tree.path, "ext4" if p.zvol else "zfs")
     spec = request.config.getoption("xfstests_shard")
-    if spec:                # this runner's share, named to ./check one by one (a test
-        selected = shard(selected, spec)      # named outright runs: the excluded are not named)
-        if not selected:
-            pytest.skip(f"--xfstests-shard {spec}: no test of {selection} falls to it")
+    if spec:                # this runner's share (the same deal on every runner)
+        selected = shard(selected, spec)
+    elif xfstests_part:     # this guest's part of the session's split, dealt by time
+        i, n = xfstests_part
+        selected = split(selected, n, case_times(request.config))[i]
+        spec = f"{i + 1}/{n}"
+    if spec:                # named to ./check one by one (a test named outright runs:
+        if not selected:    # the excluded are not named)
+            pytest.skip(f"share {spec}: no test of {selection} falls to it")
         selection = [t for t in selected if t not in excl]
         if not selection:       # ./check with no test named would run them all
-            pytest.skip(f"--xfstests-shard {spec}: every test that falls to it is excluded")
+            pytest.skip(f"share {spec}: every test that falls to it is excluded")
     t0 = time.monotonic()
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
     run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,
@@ -78,10 +99,12 @@ def test_xfstests(xfstests_profile, xfstests_tree, zfs_guest, zfs_build, guests,
             "describe": zfs_build.source["describe"], "rc": run.rc, "seconds": round(took),
             "xfstests": xfstests_tree.commit}
     xfs_report.save(results, case_dir / xfs_report.RESULTS_FILE, meta)
-    md = xfs_report.markdown(results, f"xfstests `{p.name}` at {zfs_build.source['describe']}",
-                             took)
-    (run_ctx.tables_dir() / f"xfstests-{p.name}.md").write_text(md)
-    (run_ctx.tables_dir() / f"xfstests-{p.name}.txt").write_text(md)
+    part = f" part {spec}" if spec else ""
+    md = xfs_report.markdown(results, f"xfstests `{p.name}`{part} at "
+                                      f"{zfs_build.source['describe']}", took)
+    name = f"xfstests-{p.name}" + (f"-{spec.replace('/', 'of')}" if spec else "")
+    (run_ctx.tables_dir() / f"{name}.md").write_text(md)
+    (run_ctx.tables_dir() / f"{name}.txt").write_text(md)
     from suite.plugin.hooks import add_section
     add_section(request.node, f"xfstests {p.name}", md + f"\nconsole: {out / 'console.txt'}")
     if run.rc == 124:       # timeout(1): the budget ended the run

@@ -20,6 +20,8 @@ def run(args: argparse.Namespace) -> int:
             "-m", "xfstests", *build_argv(lambda dest: getattr(args, dest, None)),
             *[x for s in args.select or [] for x in ("--xfstests", s)],
             *[x for p in args.profile or [] for x in ("--xfstests-profile", p)],
+            *(["--xfstests-split", str(args.split), "-n", str(args.split)]
+              if args.split > 1 else []),
             *args.pytest_args]
     print("+ " + " ".join(argv[1:]))
     return subprocess.run(argv, cwd=paths.PROJECT_ROOT).returncode
@@ -36,6 +38,9 @@ def add_parser(sub, add_build_options) -> None:
     xf.add_argument("--profile", action="append", default=[],
                     help="plain, direct, async, zvol (repeatable; default every one the "
                          "build can run)")
+    xf.add_argument("--split", type=int, default=1, metavar="N",
+                    help="each profile's selection in N parts dealt by recorded time, a "
+                         "guest each, run at once (pytest -n N --xfstests-split N)")
     xf.add_argument("--build-only", action="store_true",
                     help="fetch and build xfstests into the cache, run nothing")
     xf.set_defaults(func=run)

@@ -155,3 +155,32 @@ def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path:
     names = [line.split()[1] for line in (tmp_path / "ran.txt").read_text().splitlines()]
     assert names == ["small0", "poison0", "poison1", "poison2",
                      "default1", "default3", "default0", "default2"], names
+
+
+PARTS = '''
+import os, pytest
+
+def _ran(name):
+    with open(os.environ["RAN"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + " " + name + "\\n")
+
+@pytest.mark.guest(nvme=4)
+@pytest.mark.parametrize("i", [pytest.param(i, marks=pytest.mark.guest_unit(i // 2))
+                               for i in range(4)])
+def test_part(i):
+    _ran(f"part{i // 2}")
+'''
+
+
+def test_a_guest_unit_of_a_shape_goes_to_a_worker_of_its_own(pytester, env, tmp_path: Path):
+    """The parts of an --xfstests-split share a shape, yet must run at once."""
+    pytester.makepyfile(test_cases=PARTS)
+    r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--results", str(tmp_path / "results"), "-n", "2",
+                                      timeout=120)
+    r.assert_outcomes(passed=4)
+    ran = [tuple(line.split()) for line in (tmp_path / "ran.txt").read_text().splitlines()]
+    by_part: dict[str, set[str]] = {}
+    for w, n in ran:
+        by_part.setdefault(n, set()).add(w)
+    assert by_part["part0"] != by_part["part1"] and all(len(w) == 1 for w in by_part.values()), ran

@@ -13,6 +13,8 @@ from suite.casekit.xfstests import DIO_TESTS, check_args
 from suite.guest import xfstests as xg
 from suite.report import xfstests as xr
 
+pytest_plugins = ["pytester"]
+
 XUNIT = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuite name="xfstests" failures="1" skipped="1" tests="3">
   <testcase classname="xfstests.global" name="generic/091" time="42">
@@ -203,3 +205,45 @@ def test_shards_of_a_selection_are_disjoint_and_cover_it():
     for bad in ("3", "0/2", "3/2", "a/b"):
         with pytest.raises(ValueError):
             shard(tests, bad)
+
+
+def test_a_split_deals_the_longest_tests_first_by_their_recorded_time():
+    from suite.casekit.xfstests import split
+    tests = ["generic/112", "generic/130", "generic/133", "generic/208", "generic/210",
+             "generic/999"]
+    times = {"xfstests:generic/133": 452, "xfstests:generic/208": 220,
+             "xfstests:generic/112": 147, "xfstests:generic/130": 125,
+             "xfstests:generic/210": 15, "generic/133": 1}        # a case's id: not ours
+    parts = split(tests, 2, times)
+    assert sorted(sum(parts, [])) == sorted(tests)
+    # 133 alone outweighs the rest but the untimed (the median, 147) and 210
+    assert parts[0] == ["generic/133"] or "generic/133" in parts[0]
+    load = [sum(times.get(f"xfstests:{t}", 147) for t in p) for p in parts]
+    assert abs(load[0] - load[1]) <= 147, (parts, load)
+    # round-robin on sorted names would put 133, 208 and 112 together
+    assert not {"generic/133", "generic/208"} <= set(parts[0])
+    assert split(tests, 3, times) == split(list(reversed(tests)), 3, times)   # order-free
+
+
+def test_each_run_records_its_tests_seconds_for_the_next_split(tmp_path):
+    case = tmp_path / "cases" / "test_xfstests_direct_"
+    case.mkdir(parents=True)
+    xr.save([xr.XfsResult("generic/133", "pass", 452.0),
+             xr.XfsResult("generic/299", "fail", 185.0, "mismatch"),
+             xr.XfsResult("generic/019", "notrun", 0.0, "no debugfs"),
+             xr.XfsResult("generic/091", "excluded", 0.0, "fork")],
+            case / xr.RESULTS_FILE, {"profile": "direct"})
+    assert xr.seconds_of(tmp_path) == {"xfstests:generic/133": 452.0,
+                                       "xfstests:generic/299": 185.0}
+
+
+def test_the_split_makes_a_case_per_part_of_each_profile(pytester, monkeypatch, tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
+    res = pytester.runpytest_subprocess(
+        str(root / "cases" / "test_xfstests.py"), "-p", "no:cacheprovider", "--collect-only",
+        "-q", "-m", "xfstests", "--xfstests-split", "2", "--rootdir", str(root), timeout=120)
+    ids = [ln.split("::", 1)[1] for ln in res.stdout.lines if "::" in ln]
+    assert "test_xfstests[part1of2-plain]" in ids and "test_xfstests[part2of2-direct]" in ids
+    assert len(ids) == 2 * len(xg.PROFILES)

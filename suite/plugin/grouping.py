@@ -19,6 +19,8 @@ name cases by node id):
   node id being its shape). Workers write ``shapes.json`` (node id -> shape key)
   in the run folder before they report their collection; the controller reads it
   when it deals. An explicit ``--dist`` other than ``load`` is left alone;
+- a case marked ``guest_unit(name)`` is a unit of its own within its shape (the
+  parts of an ``--xfstests-split``, meant to run at once on different workers);
 - the units are dealt in that order, not in xdist's (which puts the units with
   the most cases first and left the one-case shapes, each a boot, to the end: a
   worker idled 96 s while the other booted two of them). Shapes go first because
@@ -104,7 +106,9 @@ class GroupingPlugin:
 
     @staticmethod
     def _key(item: pytest.Item) -> str | None:
-        return shape_key(shape_of(item)) if item.get_closest_marker("guest") else None
+        key = shape_key(shape_of(item)) if item.get_closest_marker("guest") else None
+        unit = item.get_closest_marker("guest_unit")    # its own unit: another worker
+        return f"{key or 'default'};{unit.args[0]}" if unit else key
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config,

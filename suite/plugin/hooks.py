@@ -39,6 +39,8 @@ MARKERS = [
     "zvol_dio: needs the zvol Direct I/O series (zvol_dio_enabled in the loaded build)",
     "zinject: needs zinject fault injection",
     "guest(nvme=2, lbs=4096, size_mib=1024, memory='4G', cpus=2): guest shape the case needs",
+    "guest_unit(name): cases of one shape that must not share a worker's guest run apart "
+    "(the parts of an --xfstests-split: one guest each, at once under -n)",
     "pool(layout='stripe', props=None, dataset=None, pool_props=None, log=0): pool layout "
     "(log: trailing NVMe devices as a separate log) and dataset properties",
     "zfs_params(**params): module parameters set for the case and restored after",
@@ -93,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--xfstests-shard", default=None, metavar="i/N",
                 help="xfstests lane: run the i-th of every N tests the selection names "
                      "(a runner's share of -g quick; the workflow's xfstests mode)")
+    g.addoption("--xfstests-split", type=int, default=1, metavar="N",
+                help="xfstests lane: run each profile's selection as N parts, a guest each "
+                     "(at once with -n N), dealt longest first by each test's recorded time")
     g.addoption("--xfstests-budget", type=float, default=None, metavar="SECONDS",
                 help="xfstests lane: stop ./check after this many seconds of wall clock "
                      "(default: 3600 scaled by the accelerator); what ran is reported, the "

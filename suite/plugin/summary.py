@@ -48,8 +48,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     from suite.plugin.shards import record_durations
     from suite.report import phases
     rows = phases.collect(run_dir)
-    record_durations({r["nodeid"]: sum(v for k, v in r.items() if k in phases.ORDER)
-                      for r in rows if "nodeid" in r})
+    from suite.report import xfstests
+    record_durations({**{r["nodeid"]: sum(v for k, v in r.items() if k in phases.ORDER)
+                         for r in rows if "nodeid" in r},
+                      **xfstests.seconds_of(run_dir)})     # each xfstests test: the next split
     spent = phases.summarize(rows)
     if spent:
         terminalreporter.section("ozfs-vmci where the time went")

@@ -188,6 +188,17 @@ def load(path: Path) -> tuple[dict, list[XfsResult]]:
     return data, [XfsResult(**r) for r in data.pop("results")]
 
 
+def seconds_of(run_dir: Path) -> dict[str, float]:
+    """Each xfstests test that ran in a session (passed or failed) and its seconds,
+    under its own id (``xfstests:generic/133``): recorded with the cases' times, so
+    ``--xfstests-split`` deals the next run's parts by them."""
+    out: dict[str, float] = {}
+    for f in sorted(run_dir.glob(f"cases/*/{RESULTS_FILE}")):
+        out.update({r.id: r.seconds for r in load(f)[1]
+                    if r.status in ("pass", "fail") and r.seconds})
+    return out
+
+
 def junit_suite(rs: list[XfsResult], name: str, where: str = "") -> ET.Element:
     """One ``<testsuite>``: a testcase per xfstests test, under its own id."""
     suite = ET.Element("testsuite", name=name, tests=str(len(rs)),
