@@ -16,9 +16,9 @@ import time
 import pytest
 
 from suite.build import xfstests as xfs_build
-from suite.casekit.xfstests import check_args, shard, split
+from suite.casekit.xfstests import check_args, shard
 from suite.guest import xfstests as xfs_guest
-from suite.plugin.shards import case_times
+from suite.plugin.shards import case_times, split_xfstests
 from suite.report import xfstests as xfs_report
 
 BUDGET = 3600           # ./check's deadline before accelerator scaling
@@ -26,7 +26,7 @@ PROFILES = [pytest.param(p, id=p) for p in xfs_guest.PROFILES]
 
 
 def pytest_generate_tests(metafunc):
-    """``--xfstests-split N``: each profile's case as N parts (``direct-part1of2``)."""
+    """``--xfstests-split N``: each profile's case as N parts (``part1of2-direct``)."""
     n = metafunc.config.getoption("xfstests_split") or 1
     if "xfstests_part" in metafunc.fixturenames and n > 1:
         metafunc.parametrize("xfstests_part", [          # a guest each: at once under -n
@@ -80,7 +80,7 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
         selected = shard(selected, spec)
     elif xfstests_part:     # this guest's part of the session's split, dealt by time
         i, n = xfstests_part
-        selected = split(selected, n, case_times(request.config))[i]
+        selected = split_xfstests(selected, n, case_times(request.config))[i]
         spec = f"{i + 1}/{n}"
     if spec:                # named to ./check one by one (a test named outright runs:
         if not selected:    # the excluded are not named)

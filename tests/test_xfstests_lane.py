@@ -208,7 +208,7 @@ def test_shards_of_a_selection_are_disjoint_and_cover_it():
 
 
 def test_a_split_deals_the_longest_tests_first_by_their_recorded_time():
-    from suite.casekit.xfstests import split
+    from suite.plugin.shards import split_xfstests as split
     tests = ["generic/112", "generic/130", "generic/133", "generic/208", "generic/210",
              "generic/999"]
     times = {"xfstests:generic/133": 452, "xfstests:generic/208": 220,

@@ -48,15 +48,3 @@ def shard(tests: list[str], spec: str | None) -> list[str]:
         raise ValueError(f"--xfstests-shard {spec!r}: i must be 1..N")
     return sorted(tests)[i - 1::n]
 
-
-def split(tests: list[str], n: int, times: dict[str, float]) -> list[list[str]]:
-    """``--xfstests-split N``: ``tests`` in ``n`` parts of about equal time, longest
-    first onto the least loaded part, by each test's recorded seconds (``times``:
-    ``xfstests:generic/133`` -> seconds, the session's snapshot of the cache's
-    durations, the same in every xdist worker); a test never timed counts as the
-    median. Each part sorted, as ./check would order it."""
-    from suite.plugin.shards import deal
-    ids = [f"xfstests:{t}" for t in tests]
-    mine = {k: v for k, v in times.items() if k.startswith("xfstests:")}
-    return [sorted(i.removeprefix("xfstests:") for i in part) for part in deal(ids, n, mine)]
-

@@ -100,6 +100,17 @@ def deal(nodeids: list[str], n: int, times: dict[str, float]) -> list[list[str]]
     return shards
 
 
+def split_xfstests(tests: list[str], n: int, times: dict[str, float]) -> list[list[str]]:
+    """``--xfstests-split N``: ``tests`` in ``n`` parts of about equal time, longest
+    first onto the least loaded part, by each test's recorded seconds (``times``:
+    ``xfstests:generic/133`` -> seconds, the session's snapshot of the cache's
+    durations, the same in every xdist worker); a test never timed counts as the
+    median. Each part sorted, as ./check would order it."""
+    ids = [f"xfstests:{t}" for t in tests]
+    mine = {k: v for k, v in times.items() if k.startswith("xfstests:")}
+    return [sorted(i.removeprefix("xfstests:") for i in part) for part in deal(ids, n, mine)]
+
+
 def deal_file(nodeids: list[str], n: int) -> Path:
     """Where the deal of this selection into ``n`` shards is kept (the cache)."""
     key = hashlib.sha256("\n".join([str(n), *sorted(nodeids)]).encode()).hexdigest()[:16]
