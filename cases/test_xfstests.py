@@ -90,7 +90,7 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
             pytest.skip(f"share {spec}: every test that falls to it is excluded")
     t0 = time.monotonic()
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
-    run = xfs_guest.run(zfs_guest, xfstests_tree.path, p, selection, exclude, out,
+    run = xfs_guest.run(zfs_guest, xfstests_tree.archive(), p, selection, exclude, out,
                         timeout=budget)
     took = time.monotonic() - t0
     results = xfs_report.results(out, selected, excl)

@@ -247,3 +247,18 @@ def test_the_split_makes_a_case_per_part_of_each_profile(pytester, monkeypatch, 
     ids = [ln.split("::", 1)[1] for ln in res.stdout.lines if "::" in ln]
     assert "test_xfstests[part1of2-plain]" in ids and "test_xfstests[part2of2-direct]" in ids
     assert len(ids) == 2 * len(xg.PROFILES)
+
+
+def test_the_tree_goes_to_a_guest_as_one_archive_made_once(tmp_path):
+    import tarfile
+    d = tmp_path / ("c" * 40)
+    (d / "tests" / "generic").mkdir(parents=True)
+    (d / "check").write_text("#!/bin/sh\n")
+    (d / "tests" / "generic" / "091").write_text("fsx\n")
+    tree = xb.Tree("c" * 40, d)
+    a = tree.archive()
+    assert a == tmp_path / f"{'c' * 40}.tar"
+    with tarfile.open(a) as t:
+        assert {"./check", "./tests/generic/091"} <= set(t.getnames())
+    stamp = a.stat().st_mtime_ns
+    assert tree.archive() == a and a.stat().st_mtime_ns == stamp      # not made again

@@ -14,7 +14,8 @@ As openzfs/zfs#18845 runs it, with what the fork insists on:
   write of the peer suite through Direct I/O) and its module parameters; the zvol
   profile runs ``FSTYP=ext4`` on two zvols instead.
 
-``./check`` runs from a copy of the built tree in the guest's ``/var/tmp`` (the host's
+``./check`` runs from a copy of the built tree in the guest's ``/var/tmp``, unpacked from its
+one tar file (the host's
 is read-only there, and tests write beside ``check``) with ``RESULT_BASE`` beside it; its xunit report, console and each
 test's ``.out.bad``/``.full``/``.dmesg`` are fetched into the case's folder.
 """
@@ -144,10 +145,11 @@ class XfstestsRun:
     config: str
 
 
-def run(zfs, tree: Path, p: Profile, selection: list[str], exclude_file: Path | None,
+def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path | None,
         out_dir: Path, timeout: float) -> XfstestsRun:
     """./check with ``selection`` (``-g aio``, ``generic/091``, ...) in the guest of
-    ``zfs`` (the build loaded and verified); the guest's pools are the lane's."""
+    ``zfs`` (the build loaded and verified), from the built tree's ``archive``
+    (``Tree.archive()``); the guest's pools are the lane's."""
     devices = zfs.nvme_devices()
     if len(devices) < 2:
         raise SuiteError(f"the xfstests lane needs 2 NVMe namespaces or more (TEST and "
@@ -167,7 +169,9 @@ def run(zfs, tree: Path, p: Profile, selection: list[str], exclude_file: Path | 
         args += ["-E", "/var/tmp/xfstests/exclude.txt"]
     # A copy in the guest's own /var/tmp: the host's tree is read-only there, and tests
     # write beside ./check (fio's verify state files: generic/299 failed on them).
-    g.run(f"rm -rf {TREE} && cp -a {shlex.quote(str(tree))} {TREE}", timeout=600)
+    # Unpacked from one tar file: 9p costs per file, not per byte.
+    g.run(f"rm -rf {TREE} && mkdir -p {TREE} && tar -xf {shlex.quote(str(archive))} "
+          f"-C {TREE}", timeout=600)
     inner = (f"cd {TREE} && HOST_OPTIONS=/var/tmp/xfstests/local.config "
              f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
     # ./check under `timeout`: at the budget it is stopped in the guest, and what ran
