@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from suite import paths
 from suite.build import xfstests
@@ -12,6 +13,14 @@ from suite.explore.lane import build_argv
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.table:
+        from suite.report import xfstestsmatrix as mx
+        cs = mx.cells([Path(d) for d in args.table])
+        if not cs:
+            print(f"no xfstests results under {' '.join(args.table)}", file=sys.stderr)
+            return 2
+        print(mx.markdown(cs) + "\nNot run:\n\n" + mx.not_run(cs), end="")
+        return 0
     tree = xfstests.ensure(offline=args.offline)
     print(f"xfstests {tree.commit[:12]} built in {tree.path}")
     if args.build_only:
@@ -41,6 +50,9 @@ def add_parser(sub, add_build_options) -> None:
     xf.add_argument("--split", type=int, default=1, metavar="N",
                     help="each profile's selection in N parts dealt by recorded time, a "
                          "guest each, run at once (pytest -n N --xfstests-split N)")
+    xf.add_argument("--table", nargs="+", metavar="DIR",
+                    help="run nothing: one table of builds x profiles from these results "
+                         "folders (parts and shards of one build and profile joined)")
     xf.add_argument("--build-only", action="store_true",
                     help="fetch and build xfstests into the cache, run nothing")
     xf.set_defaults(func=run)
