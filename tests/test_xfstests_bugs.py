@@ -107,6 +107,8 @@ def test_the_bugs_command_takes_the_lane_and_its_profiles():
     args = ap.parse_args(["bugs", "async-dio", "--xfstests", "g:aio", "--xfstests-profile",
                           "async"])
     assert xb.plan(args).lane_args() == ["--xfstests", "g:aio", "--xfstests-profile", "async"]
+    assert xb.plan(args).lane_args(base=True) == ["--xfstests", "g:aio", "--xfstests-profile",
+                                                  "direct"]
     assert xb.plan(ap.parse_args(["bugs", "async-dio"])) is None
 
 
@@ -126,7 +128,8 @@ def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, m
         calls.append([*args, *extra])
         assert targets == [xb.LANE]
         failing = {"generic/130": "fail:new"} if f"async-dio@{BAD[:11]}" in args else {}
-        session(results, "async", {"generic/299": "fail:both", "generic/451": "pass",
+        profile = args[args.index("--xfstests-profile") + 1]
+        session(results, profile, {"generic/299": "fail:both", "generic/451": "pass",
                                    **failing})
         return 3, "", 12.0
     monkeypatch.setattr(xb, "run_cases", fake_run_cases)
@@ -136,6 +139,7 @@ def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, m
     assert [c[2:4] for c in calls] == [["--zfs-ref", BASE], ["--series", f"async-dio@{BAD[:11]}"],
                                        ["--series", f"async-dio@{other[:11]}"]]
     assert all(c[:2] == ["-m", "xfstests"] and c[-1] == "-x" for c in calls)
+    assert [c[c.index("--xfstests-profile") + 1] for c in calls] == ["direct", "async", "async"]
     md = next(tmp_path.glob("bugs-*/xfstests-at-bad.md")).read_text()
     assert "| `a` | " + BAD[:11] + " | 1 failed of 3 [async]: generic/130[async]: new; " \
            "failing on the base too: generic/299[async] |" in md
