@@ -2,6 +2,7 @@
 upstream and a fork carrying a series, so nothing here needs the network."""
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,3 +62,13 @@ def repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repos:
     monkeypatch.setenv("OZFS_VMCI_CACHE", str(cache))
     monkeypatch.setenv("OZFS_VMCI_PATCHES", str(patches))
     return Repos(up, fork, base, [s1, s2, s3], nxt, conflicting, patches, cache)
+
+
+@pytest.fixture(autouse=True)
+def _results_elsewhere(tmp_path_factory: pytest.TempPathFactory,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A self-test that runs a command writing a results folder writes it under its own
+    temporary folder, never into the checkout's results/ (a bugs run with only deferred
+    bugs left an empty report there on every self-test run)."""
+    if "OZFS_VMCI_RESULTS" not in os.environ:
+        monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path_factory.mktemp("results")))
