@@ -262,3 +262,14 @@ def test_the_tree_goes_to_a_guest_as_one_archive_made_once(tmp_path):
         assert {"./check", "./tests/generic/091"} <= set(t.getnames())
     stamp = a.stat().st_mtime_ns
     assert tree.archive() == a and a.stat().st_mtime_ns == stamp      # not made again
+
+
+def test_an_exclusion_bound_to_tcg_applies_only_there(tmp_path, monkeypatch):
+    f = tmp_path / "exclude.toml"
+    f.write_text('[[exclude]]\ntest = "generic/551"\nreason = "slow under TCG"\n'
+                 'checked = "stock"\naccel = "tcg"\n'
+                 '[[exclude]]\ntest = "generic/300"\nreason = "ENOSPC"\nchecked = "stock"\n')
+    monkeypatch.setattr(xr, "EXCLUDE", f)
+    assert set(xr.exclusions(None, "tcg")) == {"generic/551", "generic/300"}
+    assert set(xr.exclusions(None, "kvm")) == {"generic/300"}
+    assert xr.exclusions(None, "tcg")["generic/551"].accel == "tcg"

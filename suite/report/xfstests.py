@@ -47,6 +47,7 @@ class Exclusion:
     reason: str
     source: str             # "fork" | "suite"
     checked: str = ""
+    accel: str = ""         # only under this accelerator ("tcg": too slow there, run on KVM)
 
 
 def fork_exclusions(text: str) -> list[Exclusion]:
@@ -62,8 +63,9 @@ def fork_exclusions(text: str) -> list[Exclusion]:
     return out
 
 
-def suite_exclusions(path: Path = EXCLUDE) -> list[Exclusion]:
-    """This repository's list: ``[[exclude]] test, reason, checked``."""
+def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
+    """This repository's list: ``[[exclude]] test, reason, checked`` (``accel``)."""
+    path = path or EXCLUDE
     if not path.exists():
         return []
     data = tomllib.loads(path.read_text())
@@ -71,17 +73,20 @@ def suite_exclusions(path: Path = EXCLUDE) -> list[Exclusion]:
     for e in data.get("exclude", []):
         if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
             raise ValueError(f"{path}: an exclusion needs a test (generic/NNN) and a reason: {e}")
-        out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", "")))
+        out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
+                             e.get("accel", "")))
     return out
 
 
-def exclusions(tree: Path | None) -> dict[str, Exclusion]:
-    """Every exclusion by test: the suite's reason wins over the fork's."""
+def exclusions(tree: Path | None, accel: str = "") -> dict[str, Exclusion]:
+    """Every exclusion by test: the suite's reason wins over the fork's. An exclusion
+    bound to an accelerator (``accel = "tcg"``: a test too slow to emulate) applies
+    only under it."""
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
         found.update({e.test: e for e in fork_exclusions(fork.read_text())})
-    found.update({e.test: e for e in suite_exclusions()})
+    found.update({e.test: e for e in suite_exclusions() if not e.accel or e.accel == accel})
     return found
 
 
