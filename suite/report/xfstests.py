@@ -48,6 +48,13 @@ class Exclusion:
     source: str             # "fork" | "suite"
     checked: str = ""
     accel: str = ""         # only under this accelerator ("tcg": too slow there, run on KVM)
+    linux_before: str = ""  # only on kernels older than this ("6.5": an upstream finding's)
+    finding: str = ""       # the upstream finding (patches/upstream/findings.toml) it meets
+
+    def applies(self, accel: str = "", release: str = "") -> bool:
+        from suite.explore.crashes.avoid import older
+        return (not self.accel or self.accel == accel) and \
+            (not self.linux_before or older(release, self.linux_before))
 
 
 def fork_exclusions(text: str) -> list[Exclusion]:
@@ -74,19 +81,20 @@ def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
         if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
             raise ValueError(f"{path}: an exclusion needs a test (generic/NNN) and a reason: {e}")
         out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
-                             e.get("accel", "")))
+                             e.get("accel", ""), e.get("linux_before", ""),
+                             e.get("finding", "")))
     return out
 
 
-def exclusions(tree: Path | None, accel: str = "") -> dict[str, Exclusion]:
-    """Every exclusion by test: the suite's reason wins over the fork's. An exclusion
-    bound to an accelerator (``accel = "tcg"``: a test too slow to emulate) applies
-    only under it."""
+def exclusions(tree: Path | None, accel: str = "", release: str = "") -> dict[str, Exclusion]:
+    """Every exclusion by test: the suite's reason wins over the fork's. One bound to
+    an accelerator (``accel = "tcg"``: a test too slow to emulate) applies only under
+    it, one bound to ``linux_before`` only on an older guest kernel (``release``)."""
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
         found.update({e.test: e for e in fork_exclusions(fork.read_text())})
-    found.update({e.test: e for e in suite_exclusions() if not e.accel or e.accel == accel})
+    found.update({e.test: e for e in suite_exclusions() if e.applies(accel, release)})
     return found
 
 
