@@ -73,7 +73,8 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
     out = case_dir / "xfstests"
     out.mkdir(parents=True, exist_ok=True)
     excl = xfs_report.exclusions(xfstests_tree.path, accel.name,
-                                   str(zfs_build.kernel.get("release", "")))
+                                   str(zfs_build.kernel.get("release", "")),
+                                   "ext4" if p.zvol else "zfs")
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
     selected = xfs_report.expand(selection, xfstests_tree.path, "ext4" if p.zvol else "zfs")
     spec = request.config.getoption("xfstests_shard")

@@ -278,8 +278,10 @@ def test_an_exclusion_bound_to_tcg_applies_only_there(tmp_path, monkeypatch):
 def test_an_exclusion_of_an_old_kernels_finding_applies_only_there(tmp_path, monkeypatch):
     f = tmp_path / "exclude.toml"
     f.write_text('[[exclude]]\ntest = "generic/591"\nreason = "hangs"\nchecked = "stock"\n'
-                 'linux_before = "6.5"\nfinding = "sendfile-from-direct-always-moves-nothing"\n')
+                 'linux_before = "6.5"\nfstyp = "zfs"\n'
+                 'finding = "sendfile-from-direct-always-moves-nothing"\n')
     monkeypatch.setattr(xr, "EXCLUDE", f)
     assert xr.exclusions(None, "tcg", "6.1.0-57-amd64")["generic/591"].finding == \
         "sendfile-from-direct-always-moves-nothing"
     assert xr.exclusions(None, "tcg", "6.12.57+deb13-amd64") == {}
+    assert xr.exclusions(None, "tcg", "6.1.0-57-amd64", "ext4") == {}     # ext4 on a zvol

@@ -50,11 +50,13 @@ class Exclusion:
     accel: str = ""         # only under this accelerator ("tcg": too slow there, run on KVM)
     linux_before: str = ""  # only on kernels older than this ("6.5": an upstream finding's)
     finding: str = ""       # the upstream finding (patches/upstream/findings.toml) it meets
+    fstyp: str = ""         # only on this file system ("zfs": not ext4 on a zvol)
 
-    def applies(self, accel: str = "", release: str = "") -> bool:
+    def applies(self, accel: str = "", release: str = "", fstyp: str = "zfs") -> bool:
         from suite.explore.crashes.avoid import older
         return (not self.accel or self.accel == accel) and \
-            (not self.linux_before or older(release, self.linux_before))
+            (not self.linux_before or older(release, self.linux_before)) and \
+            (not self.fstyp or self.fstyp == fstyp)
 
 
 def fork_exclusions(text: str) -> list[Exclusion]:
@@ -82,19 +84,22 @@ def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
             raise ValueError(f"{path}: an exclusion needs a test (generic/NNN) and a reason: {e}")
         out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
                              e.get("accel", ""), e.get("linux_before", ""),
-                             e.get("finding", "")))
+                             e.get("finding", ""), e.get("fstyp", "")))
     return out
 
 
-def exclusions(tree: Path | None, accel: str = "", release: str = "") -> dict[str, Exclusion]:
+def exclusions(tree: Path | None, accel: str = "", release: str = "",
+               fstyp: str = "zfs") -> dict[str, Exclusion]:
     """Every exclusion by test: the suite's reason wins over the fork's. One bound to
     an accelerator (``accel = "tcg"``: a test too slow to emulate) applies only under
-    it, one bound to ``linux_before`` only on an older guest kernel (``release``)."""
+    it, one bound to ``linux_before`` only on an older guest kernel (``release``), one
+    bound to ``fstyp`` only on that file system (ext4 on a zvol is not ZFS's file)."""
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
         found.update({e.test: e for e in fork_exclusions(fork.read_text())})
-    found.update({e.test: e for e in suite_exclusions() if e.applies(accel, release)})
+    found.update({e.test: e for e in suite_exclusions()
+                  if e.applies(accel, release, fstyp)})
     return found
 
 
