@@ -285,3 +285,29 @@ def test_an_exclusion_of_an_old_kernels_finding_applies_only_there(tmp_path, mon
         "sendfile-from-direct-always-moves-nothing"
     assert xr.exclusions(None, "tcg", "6.12.57+deb13-amd64") == {}
     assert xr.exclusions(None, "tcg", "6.1.0-57-amd64", "ext4") == {}     # ext4 on a zvol
+
+
+def test_progress_says_each_test_as_it_finishes(tmp_path):
+    import io
+    import time
+    from suite.progress import Step
+    console = ("FSTYP -- zfs\n\ngeneric/019       [not run] no debugfs\ngeneric/036        31s\n"
+               "generic/091       [expunged]\ngeneric/112       - output mismatch (see x)\n"
+               "    --- tests/generic/112.out\ngeneric/133       ")
+    assert xg.finished_lines(console) == [
+        "generic/019       [not run] no debugfs", "generic/036        31s",
+        "generic/091       [expunged]", "generic/112       - output mismatch (see x)"]
+    assert xg.finished_lines("generic/036 ") == []              # still running
+
+    class Guest:
+        texts = [console, console + "452s\n"]
+
+        def run(self, cmd, timeout=60, log=True):
+            assert cmd.startswith("cat ") and not log
+            return type("R", (), {"stdout": self.texts.pop(0) if self.texts else ""})()
+    out = io.StringIO()
+    with xg.watching(Guest(), xg.CONSOLE, Step("x", out), every=0.05):
+        time.sleep(0.5)
+    said = [ln.split("] ", 1)[1] for ln in out.getvalue().splitlines()]
+    assert said == ["generic/019 [not run] no debugfs", "generic/036 31s", "generic/091 [expunged]",
+                    "generic/112 - output mismatch (see x)", "generic/133 452s"]

@@ -23,17 +23,24 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 import tarfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from suite.build.recipe import BuildRecord
 from suite.errors import GuestError, SuiteError
+from suite.progress import Step, step
 
 TEST_POOL, SCRATCH_POOL = "xfstestpool", "xfscratch"
 TEST_FS = f"{TEST_POOL}/testfs"
 TEST_DIR, SCRATCH_MNT = "/var/tmp/xfstests/test", "/var/tmp/xfstests/scratch"
 RESULTS = "/var/tmp/xfstests/results"
+CONSOLE = "/var/tmp/xfstests/console.txt"
+LINE_RE = re.compile(r"^[a-z0-9]+/\d{3,}\s+\S")     # "generic/133  452s", "... [not run] ..."
 TREE = "/var/tmp/xfstests/tree"       # the built tree, copied where tests may write
 USERS = (("fsgqa", 5001), ("fsgqa2", 5002), ("123456-fsgqa", 5003))
 GROUP = ("fsgqa", 5001)
@@ -176,9 +183,10 @@ def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path
              f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
     # ./check under `timeout`: at the budget it is stopped in the guest, and what ran
     # is still collected (a test cut short has no result: "not run").
-    r = g.run(f"( timeout -k 30 {int(timeout)} sh -c {shlex.quote(inner)} ) "
-              f"> /var/tmp/xfstests/console.txt 2>&1; echo rc=$?",
-              timeout=timeout + 120, check=False)
+    with step(f"xfstests ./check, profile {p.name}", out=sys.__stderr__) as s, \
+            watching(g, CONSOLE, s):
+        r = g.run(f"( timeout -k 30 {int(timeout)} sh -c {shlex.quote(inner)} ) "
+                  f"> {CONSOLE} 2>&1; echo rc=$?", timeout=timeout + 120, check=False)
     m = re.search(r"rc=(\d+)", r.stdout)
     collect(g, out_dir)
     console = (out_dir / "console.txt").read_text(errors="replace") \
@@ -186,10 +194,44 @@ def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path
     return XfstestsRun(int(m.group(1)) if m else None, out_dir, console, config)
 
 
+def finished_lines(console: str) -> list[str]:
+    """./check's line of each test that finished (a line is written when the test
+    starts and completed when it ends: the last one, unterminated, is still running)."""
+    done = console[:console.rfind("\n") + 1] if "\n" in console else ""
+    return [ln.rstrip() for ln in done.splitlines() if LINE_RE.match(ln)]
+
+
+@contextmanager
+def watching(g, console: str, s: Step, every: float = 30.0) -> Iterator[None]:
+    """While ./check runs (an hour under TCG), say each test as it finishes: a second
+    SSH channel reads its console every ``every`` seconds."""
+    stop = threading.Event()
+    said = 0
+
+    def poll() -> None:
+        nonlocal said
+        while not stop.wait(every):
+            try:
+                text = g.run(f"cat {console} 2>/dev/null || true", timeout=60, log=False).stdout
+            except Exception:           # noqa: BLE001 - the run itself reports a lost guest
+                continue
+            lines = finished_lines(text)
+            for ln in lines[said:]:
+                s.tick(" ".join(ln.split()), force=True)
+            said = max(said, len(lines))
+    t = threading.Thread(target=poll, name="xfstests-progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
 def collect(g, out_dir: Path) -> None:
     """The console and the results folder (xunit report, per-test files) as they are."""
     try:
-        g.get("/var/tmp/xfstests/console.txt", out_dir / "console.txt", timeout=120)
+        g.get(CONSOLE, out_dir / "console.txt", timeout=120)
     except (GuestError, OSError) as e:
         (out_dir / "console.error.txt").write_text(f"{e}\n")
     remote = "/var/tmp/xfstests/results.tar.gz"
