@@ -82,7 +82,8 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
         selected = shard(selected, spec)
     elif xfstests_part:     # this guest's part of the session's split, dealt by time
         i, n = xfstests_part
-        selected = split_xfstests(selected, n, case_times(request.config))[i]
+        selected = split_xfstests(selected, n, case_times(request.config), p.name,
+                                  skip=set(excl))[i]
         spec = f"{i + 1}/{n}"
     if spec:                # named to ./check one by one (a test named outright runs:
         if not selected:    # the excluded are not named)

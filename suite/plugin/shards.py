@@ -100,15 +100,25 @@ def deal(nodeids: list[str], n: int, times: dict[str, float]) -> list[list[str]]
     return shards
 
 
-def split_xfstests(tests: list[str], n: int, times: dict[str, float]) -> list[list[str]]:
+def split_xfstests(tests: list[str], n: int, times: dict[str, float], profile: str = "",
+                   skip: frozenset[str] | set[str] = frozenset()) -> list[list[str]]:
     """``--xfstests-split N``: ``tests`` in ``n`` parts of about equal time, longest
-    first onto the least loaded part, by each test's recorded seconds (``times``:
-    ``xfstests:generic/133`` -> seconds, the session's snapshot of the cache's
-    durations, the same in every xdist worker); a test never timed counts as the
-    median. Each part sorted, as ./check would order it."""
-    ids = [f"xfstests:{t}" for t in tests]
-    mine = {k: v for k, v in times.items() if k.startswith("xfstests:")}
-    return [sorted(i.removeprefix("xfstests:") for i in part) for part in deal(ids, n, mine)]
+    first onto the least loaded part, by each test's recorded seconds in this profile
+    (``times``: ``xfstests:generic/133[direct]`` -> seconds, the session's snapshot of
+    the cache's durations, the same in every xdist worker), else in any profile, else
+    the median. A test in ``skip`` (excluded: it will not run) costs nothing. Each
+    part sorted, as ./check would order it."""
+    def recorded(t: str) -> float | None:
+        own = times.get(f"xfstests:{t}[{profile}]")
+        if own is not None:
+            return own
+        other = [v for k, v in times.items() if k.startswith(f"xfstests:{t}[")]
+        return max(other) if other else times.get(f"xfstests:{t}")
+    known = {t: v for t in tests if t not in skip and (v := recorded(t)) is not None}
+    median = sorted(known.values())[len(known) // 2] if known else 1.0
+    cost = {f"xfstests:{t}": 0.0 if t in skip else known.get(t, median) for t in tests}
+    return [sorted(i.removeprefix("xfstests:") for i in part)
+            for part in deal(list(cost), n, cost)]
 
 
 def deal_file(nodeids: list[str], n: int) -> Path:

@@ -208,11 +208,13 @@ def load(path: Path) -> tuple[dict, list[XfsResult]]:
 
 def seconds_of(run_dir: Path) -> dict[str, float]:
     """Each xfstests test that ran in a session (passed or failed) and its seconds,
-    under its own id (``xfstests:generic/133``): recorded with the cases' times, so
+    under its id and profile (``xfstests:generic/133[direct]``: a test takes three
+    times longer under ``direct=always``): recorded with the cases' times, so
     ``--xfstests-split`` deals the next run's parts by them."""
     out: dict[str, float] = {}
     for f in sorted(run_dir.glob(f"cases/*/{RESULTS_FILE}")):
-        out.update({r.id: r.seconds for r in load(f)[1]
+        meta, rs = load(f)
+        out.update({f"{r.id}[{meta.get('profile', 'plain')}]": r.seconds for r in rs
                     if r.status in ("pass", "fail") and r.seconds})
     return out
 
