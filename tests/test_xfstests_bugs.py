@@ -67,6 +67,16 @@ def test_a_session_that_ran_nothing_is_inconclusive_with_the_reason(tmp_path):
     x = xb.read_session(empty, BAD)
     assert x.describe() == ("INCONCLUSIVE: no xfstests test ran (profile 'async' needs "
                             "zfs_async_dio_enabled)")
+    nodisk = tmp_path / "nodisk"
+    nodisk.mkdir()
+    (nodisk / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase name="t"><skipped message="profile \'plain\' not '
+        'asked for"/></testcase><testcase name="u"><error message="failed on setup: no guest '
+        'with the build under test: not enough free space"/></testcase></testsuite>'
+        '</testsuites>')
+    assert xb.read_session(nodisk, BAD).describe() == (
+        "INCONCLUSIVE: the lane's case failed before ./check: failed on setup: no guest with "
+        "the build under test: not enough free space")
     lost = tmp_path / "lost"
     lost.mkdir()
     assert xb.read_session(lost, BAD).describe().startswith("INCONCLUSIVE: the xfstests "
