@@ -77,6 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--results", default=None, help="results folder (default ./results)")
     g.addoption("--keep-vm", action="store_true",
                 help="leave a guest that failed running for inspection (prints how to reach it)")
+    g.addoption("--keep-images", action="store_true",
+                help="keep the guests' NVMe images in the results folder after the session "
+                     "(removed by default: 16 GiB a guest of the xfstests lane)")
     g.addoption("--perf-matrix", default="auto", choices=["auto", "small", "full"],
                 help="benchmark matrix size (-m perf): auto = full on KVM, small under TCG")
     g.addoption("--zts-test", action="append", default=[], metavar="NAME",
@@ -175,6 +178,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         config.pluginmanager.register(_VerdictCount(), "ozfs-vmci-verdict-count")
         config.pluginmanager.register(_ZtsJunit(), "ozfs-vmci-zts-junit")
+        from suite.plugin.images import ImagesPlugin
+        config.pluginmanager.register(ImagesPlugin(run_dir), "ozfs-vmci-images")
 
 
 # Markers whose cases run only when -m names them: benchmarks, OpenZFS's own tests,
