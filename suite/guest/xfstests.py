@@ -36,6 +36,7 @@ from suite.errors import GuestError, SuiteError
 from suite.progress import Step, step
 
 TEST_POOL, SCRATCH_POOL = "xfstestpool", "xfscratch"
+ZVOL_GIB = 4                # each of the zvol profile's two volumes
 TEST_FS = f"{TEST_POOL}/testfs"
 TEST_DIR, SCRATCH_MNT = "/var/tmp/xfstests/test", "/var/tmp/xfstests/scratch"
 RESULTS = "/var/tmp/xfstests/results"
@@ -125,22 +126,26 @@ def prepare_script(zfs, p: Profile, devices: list[str]) -> tuple[str, str, list[
     steps = ["set -e", "modprobe loop 2>/dev/null || true", wrappers_script(zfs), users_script(),
              f"mkdir -p {TEST_DIR} {SCRATCH_MNT} {RESULTS}",
              f"{zpool} destroy -f {TEST_POOL} 2>/dev/null || true",
-             f"{zpool} destroy -f {SCRATCH_POOL} 2>/dev/null || true",
-             f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} {q(test_disk)}"]
-    if p.zvol:
-        steps += [f"{zfs_} create -V 2G -o volblocksize=16K {TEST_POOL}/testvol",
-                  f"{zfs_} create -V 2G -o volblocksize=16K {TEST_POOL}/scratchvol",
+             f"{zpool} destroy -f {SCRATCH_POOL} 2>/dev/null || true"]
+    # The parameters first: every request of the run, mkfs's included, sees them.
+    for k, v in sorted(p.params.items()):
+        steps.append(f"if [ -e /sys/module/zfs/parameters/{k} ]; then echo {q(v)} > "
+                     f"/sys/module/zfs/parameters/{k}; else echo 'no parameter {k}' >&2; fi")
+    if p.zvol:      # both zvols in one pool over every namespace (one 4 GiB disk held
+        size = f"{ZVOL_GIB}G"           # less than two 2 GiB volumes and their metadata)
+        steps += [f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} "
+                  f"{' '.join(q(d) for d in devices)}",
+                  f"{zfs_} create -V {size} -o volblocksize=16K {TEST_POOL}/testvol",
+                  f"{zfs_} create -V {size} -o volblocksize=16K {TEST_POOL}/scratchvol",
                   "udevadm settle || true", "sleep 2"]
         test_dev, scratch = f"/dev/zvol/{TEST_POOL}/testvol", [f"/dev/zvol/{TEST_POOL}/scratchvol"]
         steps += [f"mkfs.ext4 -q -F {test_dev}", f"mount {test_dev} {TEST_DIR}"]
     else:
         opts = " ".join(f"-o {k}={v}" for k, v in sorted(props.items()))
-        steps += [f"{zfs_} create -o mountpoint=legacy {opts} {TEST_FS}",
+        steps += [f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} {q(test_disk)}",
+                  f"{zfs_} create -o mountpoint=legacy {opts} {TEST_FS}",
                   f"mount -t zfs {TEST_FS} {TEST_DIR}"]
         test_dev = TEST_FS
-    for k, v in sorted(p.params.items()):
-        steps.append(f"if [ -e /sys/module/zfs/parameters/{k} ]; then echo {q(v)} > "
-                     f"/sys/module/zfs/parameters/{k}; else echo 'no parameter {k}' >&2; fi")
     return "\n".join(steps), test_dev, scratch
 
 
