@@ -18,6 +18,7 @@ import pytest
 from suite.build import xfstests as xfs_build
 from suite.casekit.xfstests import check_args, shard
 from suite.guest import xfstests as xfs_guest
+from suite.plugin.fixtures import live
 from suite.plugin.shards import case_times, split_xfstests
 from suite.report import xfstests as xfs_report
 
@@ -93,8 +94,9 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
             pytest.skip(f"share {spec}: every test that falls to it is excluded")
     t0 = time.monotonic()
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
-    run = xfs_guest.run(zfs_guest, xfstests_tree.archive(), p, selection, exclude, out,
-                        timeout=budget)
+    with live(request.config):          # each test's line as it finishes, not at the end
+        run = xfs_guest.run(zfs_guest, xfstests_tree.archive(), p, selection, exclude, out,
+                            timeout=budget)
     took = time.monotonic() - t0
     results = xfs_report.results(out, selected, excl)
     meta = {"profile": p.name, "selection": selection, "shard": spec, "build": zfs_build.key,

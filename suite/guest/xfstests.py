@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 import tarfile
 import threading
 from contextlib import contextmanager
@@ -188,7 +187,7 @@ def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path
              f"RESULT_BASE={RESULTS} ./check {' '.join(map(shlex.quote, args + selection))}")
     # ./check under `timeout`: at the budget it is stopped in the guest, and what ran
     # is still collected (a test cut short has no result: "not run").
-    with step(f"xfstests ./check, profile {p.name}", out=sys.__stderr__) as s, \
+    with step(f"xfstests ./check, profile {p.name}") as s, \
             watching(g, CONSOLE, s):
         r = g.run(f"( timeout -k 30 {int(timeout)} sh -c {shlex.quote(inner)} ) "
                   f"> {CONSOLE} 2>&1; echo rc=$?", timeout=timeout + 120, check=False)
