@@ -17,6 +17,7 @@ import pytest
 
 from suite.build import xfstests as xfs_build
 from suite.casekit.xfstests import check_args, shard
+from suite.casekit.zvol import relocator
 from suite.guest import xfstests as xfs_guest
 from suite.plugin.fixtures import live
 from suite.plugin.shards import case_times, split_xfstests
@@ -63,7 +64,7 @@ def xfstests_profile(profile, zfs_build, request):
 @pytest.mark.guest(nvme=4, size_mib=4096, memory="4G")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs_build, guests,
-                  accel, case_dir, run_ctx, request, symptom):
+                  accel, case_dir, run_ctx, request, symptom, engine):
     p = xfstests_profile
     g = guests.current
     for pool in zfs_guest.pools():          # the lane takes the disks
@@ -96,7 +97,7 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
     budget = request.config.getoption("xfstests_budget") or accel.deadline(BUDGET)
     with live(request.config):          # each test's line as it finishes, not at the end
         run = xfs_guest.run(zfs_guest, xfstests_tree.archive(), p, selection, exclude, out,
-                            timeout=budget)
+                            timeout=budget, zvol_dev=lambda name: relocator(engine, name)())
     took = time.monotonic() - t0
     results = xfs_report.results(out, selected, excl)
     meta = {"profile": p.name, "selection": selection, "shard": spec, "build": zfs_build.key,

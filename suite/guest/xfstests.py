@@ -28,7 +28,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from suite.build.recipe import BuildRecord
 from suite.errors import GuestError, SuiteError
@@ -36,6 +36,7 @@ from suite.progress import Step, step
 
 TEST_POOL, SCRATCH_POOL = "xfstestpool", "xfscratch"
 ZVOL_GIB = 4                # each of the zvol profile's two volumes
+TEST_ZVOL, SCRATCH_ZVOL = f"{TEST_POOL}/testvol", f"{TEST_POOL}/scratchvol"
 TEST_FS = f"{TEST_POOL}/testfs"
 TEST_DIR, SCRATCH_MNT = "/var/tmp/xfstests/test", "/var/tmp/xfstests/scratch"
 RESULTS = "/var/tmp/xfstests/results"
@@ -134,11 +135,11 @@ def prepare_script(zfs, p: Profile, devices: list[str]) -> tuple[str, str, list[
         size = f"{ZVOL_GIB}G"           # less than two 2 GiB volumes and their metadata)
         steps += [f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} "
                   f"{' '.join(q(d) for d in devices)}",
-                  f"{zfs_} create -V {size} -o volblocksize=16K {TEST_POOL}/testvol",
-                  f"{zfs_} create -V {size} -o volblocksize=16K {TEST_POOL}/scratchvol",
-                  "udevadm settle || true", "sleep 2"]
-        test_dev, scratch = f"/dev/zvol/{TEST_POOL}/testvol", [f"/dev/zvol/{TEST_POOL}/scratchvol"]
-        steps += [f"mkfs.ext4 -q -F {test_dev}", f"mount {test_dev} {TEST_DIR}"]
+                  f"{zfs_} create -V {size} -o volblocksize=16K {TEST_ZVOL}",
+                  f"{zfs_} create -V {size} -o volblocksize=16K {SCRATCH_ZVOL}"]
+        # their /dev/zdN are found by name after the script (no OpenZFS udev rules in
+        # the guest: /dev/zvol/... never appears); ext4 is made on them then
+        test_dev, scratch = TEST_ZVOL, [SCRATCH_ZVOL]
     else:
         opts = " ".join(f"-o {k}={v}" for k, v in sorted(props.items()))
         steps += [f"{zpool} create -f -O mountpoint=legacy {TEST_POOL} {q(test_disk)}",
@@ -157,10 +158,12 @@ class XfstestsRun:
 
 
 def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path | None,
-        out_dir: Path, timeout: float) -> XfstestsRun:
+        out_dir: Path, timeout: float,
+        zvol_dev: Callable[[str], str] | None = None) -> XfstestsRun:
     """./check with ``selection`` (``-g aio``, ``generic/091``, ...) in the guest of
     ``zfs`` (the build loaded and verified), from the built tree's ``archive``
-    (``Tree.archive()``); the guest's pools are the lane's."""
+    (``Tree.archive()``); the guest's pools are the lane's. ``zvol_dev``: a zvol's
+    ``/dev/zdN`` by its name (the zvol profile; the engine's ``zvol-dev``)."""
     devices = zfs.nvme_devices()
     if len(devices) < 2:
         raise SuiteError(f"the xfstests lane needs 2 NVMe namespaces or more (TEST and "
@@ -171,6 +174,14 @@ def run(zfs, archive: Path, p: Profile, selection: list[str], exclude_file: Path
     script, test_dev, scratch = prepare_script(zfs, p, devices)
     (out_dir / "prepare.sh").write_text(script + "\n")
     g.run(script, timeout=600)
+    if p.zvol:
+        if zvol_dev is None:
+            raise SuiteError("the zvol profile needs a way to find a zvol's /dev/zdN",
+                             fix="pass zvol_dev (cases/test_xfstests.py passes the engine's)")
+        test_dev, scratch = zvol_dev(test_dev), [zvol_dev(d) for d in scratch]
+        fs = f"mkfs.ext4 -q -F {test_dev} && mount {test_dev} {TEST_DIR}"
+        (out_dir / "prepare.sh").write_text(script + "\n" + fs + "\n")
+        g.run(fs, timeout=600)
     config = local_config(p, test_dev, scratch)
     (out_dir / "local.config").write_text(config)
     g.put(out_dir / "local.config", "/var/tmp/xfstests/local.config")
