@@ -42,6 +42,21 @@ def xfstests_part(request) -> tuple[int, int] | None:
     return getattr(request, "param", None)
 
 
+def share(selected: list[str], config, profile: str, part: tuple[int, int] | None,
+          excluded) -> tuple[list[str], str]:
+    """(this case's tests, "i/N" or "" for all): a runner's ``--xfstests-shard`` (the
+    same deal on every runner), else this guest's part of ``--xfstests-split`` (dealt
+    by each test's recorded time in the profile, the excluded weightless)."""
+    spec = config.getoption("xfstests_shard")
+    if spec:
+        return shard(selected, spec), spec
+    if part:
+        i, n = part
+        return split_xfstests(selected, n, case_times(config), profile,
+                              skip=set(excluded))[i], f"{i + 1}/{n}"
+    return selected, ""
+
+
 @pytest.fixture(scope="session")
 def xfstests_tree():
     return xfs_build.ensure()
@@ -79,14 +94,7 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
                                    "ext4" if p.zvol else "zfs")
     exclude = xfs_report.exclude_file(excl, out / "exclude.txt")
     selected = xfs_report.expand(selection, xfstests_tree.path, "ext4" if p.zvol else "zfs")
-    spec = request.config.getoption("xfstests_shard")
-    if spec:                # this runner's share (the same deal on every runner)
-        selected = shard(selected, spec)
-    elif xfstests_part:     # this guest's part of the session's split, dealt by time
-        i, n = xfstests_part
-        selected = split_xfstests(selected, n, case_times(request.config), p.name,
-                                  skip=set(excl))[i]
-        spec = f"{i + 1}/{n}"
+    selected, spec = share(selected, request.config, p.name, xfstests_part, excl)
     if spec:                # named to ./check one by one (a test named outright runs:
         if not selected:    # the excluded are not named)
             pytest.skip(f"share {spec}: no test of {selection} falls to it")
