@@ -332,3 +332,32 @@ def test_progress_says_each_test_as_it_finishes(tmp_path):
     said = [ln.split("] ", 1)[1] for ln in out.getvalue().splitlines()]
     assert said == ["generic/019 [not run] no debugfs", "generic/036 31s", "generic/091 [expunged]",
                     "generic/112 - output mismatch (see x)", "generic/133 452s"]
+
+
+def test_a_case_takes_its_shard_or_its_part_of_the_split():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "xfstests_case", Path(__file__).resolve().parent.parent / "cases" / "test_xfstests.py")
+    case = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(case)
+    from suite.plugin.shards import CASE_TIMES
+
+    class Config:
+        def __init__(self, shard):
+            self.shard = shard
+            self.stash = {CASE_TIMES: {"xfstests:generic/133[direct]": 500.0,
+                                       "xfstests:generic/208[direct]": 200.0,
+                                       "xfstests:generic/299[direct]": 200.0}}
+
+        def getoption(self, name):
+            assert name == "xfstests_shard"
+            return self.shard
+    tests = ["generic/133", "generic/208", "generic/299", "generic/591"]
+    assert case.share(tests, Config(None), "direct", None, {}) == (tests, "")
+    assert case.share(tests, Config("2/2"), "direct", (0, 2), {}) == \
+        (["generic/208", "generic/591"], "2/2")                  # the runner's shard wins
+    parts = [case.share(tests, Config(None), "direct", (i, 2), {"generic/591": None})
+             for i in range(2)]
+    assert [spec for _, spec in parts] == ["1/2", "2/2"]
+    assert sorted(t for got, _ in parts for t in got) == tests
+    assert ["generic/133"] in [[t for t in got if t != "generic/591"] for got, _ in parts]
