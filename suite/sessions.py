@@ -62,6 +62,15 @@ def skip_reasons(junit: Path) -> list[str]:
             for sk in ET.parse(junit).getroot().iter("skipped")]
 
 
+def failure_messages(junit: Path) -> list[str]:
+    """The messages of the failed and errored cases in a JUnit XML file (a lane's case
+    that never reached its tests: no guest, a setup error)."""
+    if not junit.exists():
+        return []
+    return [el.get("message", "") for el in ET.parse(junit).getroot().iter()
+            if el.tag in ("error", "failure")]
+
+
 def sessions_newest_first(roots: list[Path], rel: str) -> list[Path]:
     """Every session folder ``rel`` (e.g. ``<bug>/bad``, ``zts/<commit>``) with a JUnit
     report under ``roots``, each a ``bugs-*`` folder or a results folder holding them,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.report import xfstests as xfs
-from suite.sessions import run_cases, sessions_newest_first, skip_reasons
+from suite.sessions import failure_messages, run_cases, sessions_newest_first, skip_reasons
 from suite.source.series import KnownBug
 
 LANE = str(paths.PROJECT_ROOT / "cases" / "test_xfstests.py")
@@ -87,21 +87,12 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
                 out.passed.add(key)
     out.ran = len(out.failed) + len(out.passed)
     out.absent = skip_reasons(results / "junit.xml")
-    broken = errors(results / "junit.xml")
+    broken = failure_messages(results / "junit.xml")
     if not files and broken:        # a case that never reached ./check: no guest, a setup
         out.problem = f"the lane's case failed before ./check: {broken[0][:200]}"
     elif not files and not out.absent:
         out.problem = "the xfstests session left no results (see pytest.log)"
     return out
-
-
-def errors(junit: Path) -> list[str]:
-    """The messages of the failed and errored cases of a JUnit XML file."""
-    if not junit.exists():
-        return []
-    import xml.etree.ElementTree as ET
-    return [el.get("message", "") for el in ET.parse(junit).getroot().iter()
-            if el.tag in ("error", "failure")]
 
 
 @dataclass
