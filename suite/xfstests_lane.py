@@ -43,7 +43,8 @@ def add_parser(sub, add_build_options) -> None:
     add_build_options(xf.add_argument)
     xf.add_argument("--select", action="append", default=[], metavar="SEL",
                     help="dio (default: the aio group and the O_DIRECT tests), quick, "
-                         "g:GROUP, x:GROUP or a test (generic/091); repeatable")
+                         "g:GROUP, x:GROUP, e:TEST (leave out) or a test (generic/091); "
+                         "repeatable")
     xf.add_argument("--profile", action="append", default=[],
                     help="plain, direct, async, zvol (repeatable; default every one the "
                          "build can run)")

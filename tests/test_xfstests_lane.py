@@ -58,6 +58,8 @@ def test_selections_become_check_arguments():
     assert check_args([]) == ["-g", "aio", *DIO_TESTS]
     assert check_args(["g:quick", "x:dangerous", "generic/091"]) == \
         ["-g", "quick", "-x", "dangerous", "generic/091"]
+    assert check_args(["dio", "e:generic/133,generic/208"])[-2:] == \
+        ["-e", "generic/133,generic/208"]
     with pytest.raises(ValueError, match="g:GROUP"):
         check_args(["aio"])
 
@@ -78,6 +80,8 @@ def test_groups_expand_and_exclusions_carry_a_reason(tmp_path):
     assert xr.expand(["-g", "aio", "generic/130"], tree) == \
         ["generic/019", "generic/130", "generic/300"]
     assert xr.expand(["-g", "auto", "-x", "aio"], tree) == ["generic/091", "generic/130"]
+    assert xr.expand(["-g", "aio", "generic/130", "-e", "generic/019,generic/130"], tree) == \
+        ["generic/300"]
     assert "ext4/301" in xr.expand(["-g", "aio"], tree, "ext4")     # ext4 on zvols: its own
     excl = xr.exclusions(tree)
     assert excl["generic/300"].reason == "the fork excludes it: ENOSPC vs EDQUOT"

@@ -19,18 +19,20 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
 
 def check_args(wanted: list[str]) -> list[str]:
     """./check's selection arguments: ``dio`` (default), ``quick``, ``g:GROUP``,
-    ``x:GROUP`` (leave a group out) or a test name (``generic/091``)."""
+    ``x:GROUP`` (leave a group out), ``e:TEST[,TEST]`` (leave tests out: ./check's
+    ``-e``, e.g. a sweep over many commits without its long stress tests) or a test
+    name (``generic/091``)."""
     out: list[str] = []
     for w in wanted or ["dio"]:
         if w in SELECTIONS:
             out += SELECTIONS[w]
-        elif w.startswith(("g:", "x:")):
+        elif w.startswith(("g:", "x:", "e:")):
             out += [f"-{w[0]}", w[2:]]
         elif "/" in w:
             out.append(w)
         else:
-            raise ValueError(f"--xfstests {w!r}: use dio, quick, g:GROUP, x:GROUP or a test "
-                             "such as generic/091")
+            raise ValueError(f"--xfstests {w!r}: use dio, quick, g:GROUP, x:GROUP, "
+                             "e:TEST or a test such as generic/091")
     return out
 
 

@@ -90,7 +90,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "512 is what OpenZFS's CI gives ZTS with its loop-device files)")
     g.addoption("--xfstests", action="append", default=[], metavar="SEL",
                 help="xfstests lane: what ./check runs: a group (-g aio, written 'g:aio'), a "
-                     "test (generic/091), or 'dio' (the Direct I/O selection: "
+                     "test (generic/091), 'x:GROUP'/'e:TEST' to leave out, or 'dio' (the "
+                     "Direct I/O selection: "
                      "suite/casekit/xfstests.py); repeatable (default: dio)")
     g.addoption("--xfstests-profile", action="append", default=[], metavar="NAME",
                 help="xfstests lane: plain, direct, async, zvol (repeatable; default: every "

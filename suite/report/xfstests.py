@@ -128,7 +128,7 @@ def groups(tree: Path) -> dict[str, set[str]]:
 
 def expand(selection: list[str], tree: Path, fstyp: str = "zfs") -> list[str]:
     """The tests a ./check selection names (``-g aio``, ``-g quick``, ``generic/091``;
-    ``-x GROUP`` removes), of the folders ./check runs for ``fstyp``: ``generic``,
+    ``-x GROUP`` and ``-e TEST,TEST`` remove), of the folders ./check runs for ``fstyp``: ``generic``,
     ``shared`` and the file system's own."""
     dirs = ("generic/", "shared/", f"{fstyp}/")
     gs = {g: {t for t in ts if t.startswith(dirs)} for g, ts in groups(tree).items()}
@@ -140,6 +140,8 @@ def expand(selection: list[str], tree: Path, fstyp: str = "zfs") -> list[str]:
             names = next(it, "")
             tests = set().union(*(gs.get(n, set()) for n in names.split(",")))
             (want if a == "-g" else drop).update(tests)
+        elif a == "-e":
+            drop.update(n for n in next(it, "").split(",") if n)
         elif TEST_RE.match(a):
             want.add(a)
     return sorted(want - drop)
