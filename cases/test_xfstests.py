@@ -126,9 +126,10 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
                     f"{budget:.0f} s; tests after it are 'not run'")
     ran = [r for r in results if r.status in ("pass", "fail")]
     if not ran:
-        symptom("no-result", f"./check exited {run.rc} without a test result")
-        pytest.fail(f"xfstests ran no test in profile {p.name!r} (exit {run.rc}): see "
-                    f"{out / 'console.txt'}", pytrace=False)
+        said = next((ln.strip() for ln in run.console.splitlines() if ln.strip()), "")
+        symptom("no-result", f"./check exited {run.rc} without a test result: {said[:160]}")
+        pytest.fail(f"xfstests ran no test in profile {p.name!r} (exit {run.rc}; ./check "
+                    f"said: {said[:160]!r}): see {out / 'console.txt'}", pytrace=False)
     failed = [r for r in results if r.failed]
     for r in failed:
         symptom("xfstests-fail", f"{r.id}: {r.reason}")

@@ -155,3 +155,16 @@ def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, m
            "failing on the base too: generic/299[async] |" in md
     assert "| `c` | " + other[:11] + " | none of 2 failed that passes on the base" in md
     assert "not run here (xfstests only)" in capsys.readouterr().out
+
+
+def test_a_check_that_refused_its_arguments_says_so_once(tmp_path):
+    """./check ran, wrote no result (it refused an option after a test name): the row
+    says what the case said, not "no result" once per selected test."""
+    junit = ('<testsuites><testsuite><testcase name="t"><failure message="xfstests ran no '
+             "test in profile 'async' (exit 1; ./check said: 'Arguments before tests, "
+             "please!')\"/></testcase></testsuite></testsuites>")
+    refused = session(tmp_path / "r", "async", {"generic/130": "notrun:no result",
+                                                "generic/135": "notrun:no result"}, junit=junit)
+    text = xb.read_session(refused, BAD).describe()
+    assert text.startswith("INCONCLUSIVE: the lane ran no test: xfstests ran no test")
+    assert "Arguments before tests" in text and "no result" not in text

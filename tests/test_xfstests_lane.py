@@ -58,8 +58,10 @@ def test_selections_become_check_arguments():
     assert check_args([]) == ["-g", "aio", *DIO_TESTS]
     assert check_args(["g:quick", "x:dangerous", "generic/091"]) == \
         ["-g", "quick", "-x", "dangerous", "generic/091"]
-    assert check_args(["dio", "e:generic/133,generic/208"])[-2:] == \
-        ["-e", "generic/133,generic/208"]
+    # ./check wants every option before the first test name
+    args = check_args(["dio", "x:stress", "e:generic/133,generic/208", "generic/091"])
+    assert args[:6] == ["-g", "aio", "-x", "stress", "-e", "generic/133,generic/208"]
+    assert args[6:] == [*DIO_TESTS, "generic/091"]
     with pytest.raises(ValueError, match="g:GROUP"):
         check_args(["aio"])
 

@@ -9,6 +9,10 @@ across EOF and holes (214), mmap'ed buffers and page faults in the request (647,
 """
 from __future__ import annotations
 
+import re
+
+TEST_RE = re.compile(r"^[a-z0-9]+/\d{3,}$")     # generic/091, ext4/301
+
 DIO_TESTS = ("generic/091", "generic/130", "generic/133", "generic/135", "generic/214",
              "generic/418", "generic/591", "generic/647", "generic/708", "generic/729")
 SELECTIONS: dict[str, tuple[str, ...]] = {
@@ -21,19 +25,23 @@ def check_args(wanted: list[str]) -> list[str]:
     """./check's selection arguments: ``dio`` (default), ``quick``, ``g:GROUP``,
     ``x:GROUP`` (leave a group out), ``e:TEST[,TEST]`` (leave tests out: ./check's
     ``-e``, e.g. a sweep over many commits without its long stress tests) or a test
-    name (``generic/091``)."""
-    out: list[str] = []
+    name (``generic/091``). Options come before test names: ./check refuses an
+    option after a test ("Arguments before tests, please!")."""
+    opts: list[str] = []
+    tests: list[str] = []
     for w in wanted or ["dio"]:
         if w in SELECTIONS:
-            out += SELECTIONS[w]
+            sel = SELECTIONS[w]
+            opts += [x for i, a in enumerate(sel) if a.startswith("-") for x in sel[i:i + 2]]
+            tests += [a for a in sel if TEST_RE.match(a)]
         elif w.startswith(("g:", "x:", "e:")):
-            out += [f"-{w[0]}", w[2:]]
-        elif "/" in w:
-            out.append(w)
+            opts += [f"-{w[0]}", w[2:]]
+        elif TEST_RE.match(w):
+            tests.append(w)
         else:
             raise ValueError(f"--xfstests {w!r}: use dio, quick, g:GROUP, x:GROUP, "
                              "e:TEST or a test such as generic/091")
-    return out
+    return opts + tests
 
 
 def shard(tests: list[str], spec: str | None) -> list[str]:

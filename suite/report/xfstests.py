@@ -10,19 +10,18 @@ reason per test, and where it was checked).
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from suite import paths
+from suite.casekit.xfstests import TEST_RE
 from suite.symptoms import CaseVerdict, Symptom
 
 RESULTS_FILE = "xfstests-results.json"
 EXCLUDE = paths.PROJECT_ROOT / "patches" / "xfstests" / "exclude.toml"
 FORK_EXCLUDE = "exclude.zfs.txt"
-TEST_RE = re.compile(r"^[a-z0-9]+/\d{3,}$")
 
 
 @dataclass

@@ -54,7 +54,7 @@ class XfstestsAt:
         if self.problem:
             return f"INCONCLUSIVE: {self.problem}"
         if not self.ran:
-            why = "; ".join(self.absent) or "the lane ran no test"
+            why = "; ".join(dict.fromkeys(self.absent)) or "the lane ran no test"
             return f"INCONCLUSIVE: no xfstests test ran ({why})"
         on = f" [{', '.join(self.profiles)}]"
         new = self.new_failures(base)
@@ -90,6 +90,8 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
     broken = failure_messages(results / "junit.xml")
     if not files and broken:        # a case that never reached ./check: no guest, a setup
         out.problem = f"the lane's case failed before ./check: {broken[0][:200]}"
+    elif not out.ran and broken:    # ./check ran and gave no result (refused its arguments)
+        out.problem = f"the lane ran no test: {broken[0][:200]}"
     elif not files and not out.absent:
         out.problem = "the xfstests session left no results (see pytest.log)"
     return out
