@@ -88,6 +88,7 @@ def test_groups_expand_and_exclusions_carry_a_reason(tmp_path):
     excl = xr.exclusions(tree)
     assert excl["generic/300"].reason == "the fork excludes it: ENOSPC vs EDQUOT"
     assert excl["generic/300"].source == "fork"
+    assert "generic/300" not in xr.exclusions(tree, fstyp="ext4")   # ZFS's list, not ext4's
     text = xr.exclude_file(excl, tmp_path / "ex.txt").read_text()
     assert "generic/300" in text.splitlines() and "# fork: the fork excludes it: unknown" in text
 

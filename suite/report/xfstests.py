@@ -59,7 +59,8 @@ class Exclusion:
 
 
 def fork_exclusions(text: str) -> list[Exclusion]:
-    """The fork's list: a ``# comment`` line gives the reason of the tests below it."""
+    """The fork's list: a ``# comment`` line gives the reason of the tests below it. It
+    is ZFS's (``exclude.zfs.txt``): it does not bind ext4 made on a zvol."""
     out, reason = [], ""
     for line in text.splitlines():
         line = line.strip()
@@ -67,7 +68,7 @@ def fork_exclusions(text: str) -> list[Exclusion]:
             reason = line.lstrip("# ").strip()
         elif TEST_RE.match(line):
             out.append(Exclusion(line, f"the fork excludes it: {reason or 'no reason given'}",
-                                 "fork"))
+                                 "fork", fstyp="zfs"))
     return out
 
 
@@ -96,7 +97,8 @@ def exclusions(tree: Path | None, accel: str = "", release: str = "",
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
-        found.update({e.test: e for e in fork_exclusions(fork.read_text())})
+        found.update({e.test: e for e in fork_exclusions(fork.read_text())
+                      if e.applies(accel, release, fstyp)})
     found.update({e.test: e for e in suite_exclusions()
                   if e.applies(accel, release, fstyp)})
     return found
