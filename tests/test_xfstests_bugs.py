@@ -168,3 +168,21 @@ def test_a_check_that_refused_its_arguments_says_so_once(tmp_path):
     text = xb.read_session(refused, BAD).describe()
     assert text.startswith("INCONCLUSIVE: the lane ran no test: xfstests ran no test")
     assert "Arguments before tests" in text and "no result" not in text
+
+
+def test_a_sweep_resumes_running_only_the_commits_earlier_runs_lack(tmp_path, monkeypatch):
+    earlier = tmp_path / "bugs-1"
+    session(earlier / "xfstests" / BASE[:11], "direct", {"generic/130": "pass"})
+    ran: list[list[str]] = []
+
+    def fake_run_cases(args, results, extra=(), targets=None, **k):
+        ran.append(args)
+        session(results, "async", {"generic/130": "fail:new"})
+        return 1, "", 5.0
+    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    plan = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
+    base = plan.at("async-dio", BASE, tmp_path / "bugs-2", [], base=True)
+    bad = plan.at("async-dio", BAD, tmp_path / "bugs-2", [])
+    assert [a[a.index("--series") + 1] for a in ran] == [f"async-dio@{BAD[:11]}"]
+    assert base.results.startswith(str(earlier))
+    assert bad.new_failures(base) == {"generic/130[async]": "new"}

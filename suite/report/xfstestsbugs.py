@@ -6,7 +6,8 @@ and once at the series' base, the control: a test that fails at the bad commit a
 on the base too is the base's (upstream's), not the bug's. ``--xfstests-profile``
 picks the profiles (default: every one the build can run but ``plain``, so every
 aligned request goes through Direct I/O); ``--xfstests-only`` leaves the suite's
-cases out; ``--xfstests-from DIR`` reads earlier runs instead. The table:
+cases out; ``--xfstests-from DIR`` reads earlier runs instead (with ``--xfstests``, runs only
+the commits they lack: a sweep resumed). The table:
 
     bug | bad commit | xfstests at bad
 
@@ -119,15 +120,15 @@ class XfstestsPlan:
            base: bool = False) -> XfstestsAt:
         """The lane at ``name@commit`` (``base``: the commit alone, no series)."""
         rel = f"xfstests/{commit[:11]}"
-        if self.read_from:
-            found = sessions_newest_first(self.read_from, rel)
-            if not found:
-                return XfstestsAt(commit[:11], problem="no earlier xfstests run under "
-                                  "--xfstests-from: run it with --xfstests SEL")
+        found = sessions_newest_first(self.read_from, rel) if self.read_from else []
+        if found:
             out = read_session(found[0], commit)
             print(f"<== xfstests at {commit[:11]}: {out.describe()}, read from {found[0]}",
                   flush=True)
             return out
+        if not self.select:         # --xfstests-from alone: read, never run
+            return XfstestsAt(commit[:11], problem="no earlier xfstests run under "
+                              "--xfstests-from: run it with --xfstests SEL")
         results = root / rel
         build = ["--zfs-ref", commit] if base else ["--series", f"{name}@{commit[:11]}"]
         lane = self.lane_args(base)
@@ -175,7 +176,8 @@ def add_options(kb: argparse.ArgumentParser) -> None:
                     help="run only the xfstests lane (no suite cases)")
     kb.add_argument("--xfstests-from", action="append", default=[], metavar="DIR",
                     help="read xfstests' side from earlier `bugs --xfstests` results folders "
-                         "instead of running it (the newest session per commit wins)")
+                         "(the newest session per commit wins); with --xfstests, run only "
+                         "the commits they lack (an interrupted sweep resumed)")
 
 
 def plan(args: argparse.Namespace) -> XfstestsPlan | None:
