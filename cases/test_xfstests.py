@@ -107,7 +107,7 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
         run = xfs_guest.run(zfs_guest, xfstests_tree.archive(), p, selection, exclude, out,
                             timeout=budget, zvol_dev=lambda name: relocator(engine, name)())
     took = time.monotonic() - t0
-    results = xfs_report.results(out, selected, excl)
+    results = xfs_report.results(out, selected, excl, xfstests_tree.path)
     meta = {"profile": p.name, "selection": selection, "shard": spec, "build": zfs_build.key,
             "stopped": run.rc == 124,
             "describe": zfs_build.source["describe"], "rc": run.rc, "seconds": round(took),
@@ -133,6 +133,8 @@ def test_xfstests(xfstests_profile, xfstests_part, xfstests_tree, zfs_guest, zfs
     failed = [r for r in results if r.failed]
     for r in failed:
         symptom("xfstests-fail", f"{r.id}: {r.reason}")
+        for k in r.kinds:           # what its .out.bad says: EFAULT, error:EIO, ...
+            symptom(k, f"{r.id}: its .out.bad")
     if failed:
         pytest.fail(f"xfstests {p.name}: {len(failed)} of {len(ran)} tests failed: " +
                     ", ".join(r.test for r in failed), pytrace=False)

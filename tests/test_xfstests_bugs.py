@@ -186,3 +186,21 @@ def test_a_sweep_resumes_running_only_the_commits_earlier_runs_lack(tmp_path, mo
     assert [a[a.index("--series") + 1] for a in ran] == [f"async-dio@{BAD[:11]}"]
     assert base.results.startswith(str(earlier))
     assert bad.new_failures(base) == {"generic/130[async]": "new"}
+
+
+def test_a_bug_is_caught_only_by_its_own_kind_in_a_new_failure(tmp_path):
+    def at(root: str, results: dict[str, tuple[str, list[str]]]) -> xb.XfstestsAt:
+        case = tmp_path / root / "20261205-000000-x" / "cases" / "test_xfstests_async_"
+        case.mkdir(parents=True)
+        rs = [xr.XfsResult(t, s, 1.0, "output mismatch", k) for t, (s, k) in results.items()]
+        xr.save(rs, case / xr.RESULTS_FILE, {"profile": "async"})
+        (tmp_path / root / "junit.xml").write_text("<testsuites/>")
+        return xb.read_session(tmp_path / root, BAD)
+    base = at("base", {"generic/210": ("pass", []), "generic/130": ("fail", ["EFAULT"])})
+    bad = at("bad", {"generic/210": ("fail", ["EFAULT"]), "generic/130": ("fail", ["EFAULT"])})
+    assert xb.cell(bug(), bad, base).startswith(
+        "CAUGHT by its own symptom (generic/210[async]: EFAULT); 1 failed of 2 [async]")
+    other = at("other", {"generic/210": ("fail", ["error:EIO"])})
+    assert "CAUGHT" not in xb.cell(bug(), other, base)          # not the bug's kind
+    shared = at("shared", {"generic/130": ("fail", ["EFAULT"])})
+    assert "CAUGHT" not in xb.cell(bug(), shared, base)         # the base fails it too

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import tomllib
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite import paths
 from suite.casekit.xfstests import TEST_RE
+from suite.report import xfsymptoms
 from suite.symptoms import CaseVerdict, Symptom
 
 RESULTS_FILE = "xfstests-results.json"
@@ -30,6 +31,7 @@ class XfsResult:
     status: str             # pass | fail | notrun | excluded
     seconds: float = 0.0
     reason: str = ""        # why not run, why excluded, the failure's message
+    kinds: list[str] = field(default_factory=list)  # a failure's errno kinds (xfsymptoms)
 
     @property
     def id(self) -> str:
@@ -165,12 +167,17 @@ def parse_xunit(text: str) -> list[XfsResult]:
     return out
 
 
-def results(out_dir: Path, selected: list[str], excl: dict[str, Exclusion]) -> list[XfsResult]:
+def results(out_dir: Path, selected: list[str], excl: dict[str, Exclusion],
+            tree: Path | None = None) -> list[XfsResult]:
     """What the run in ``out_dir`` says per test, with the selected tests an exclude list
     left out (``excluded``) and those that never got a result (``not run: no result``:
-    the run died before them)."""
+    the run died before them); a failure carries the errno kinds its ``.out.bad`` adds
+    to the golden output of ``tree``."""
     xml = sorted((out_dir / "results").glob("**/result.xml"))
     got = {r.test: r for x in xml for r in parse_xunit(x.read_text(errors="replace"))}
+    for r in got.values():
+        if r.failed:
+            r.kinds = xfsymptoms.of_test(out_dir / "results", r.test, tree)
     for t in selected:
         if t in got:
             continue

@@ -12,9 +12,10 @@ the commits they lack: a sweep resumed). The table:
     bug | bad commit | xfstests at bad
 
 xfstests is credited, as ZTS is, only through a test that failed at the bad commit
-and not on the base; whether that failure is the bug's own symptom a human reads
-(the test's ``.out.bad`` and ``.full`` are in the results), so the cell lists the
-tests, it does not claim the bug.
+and not on the base. The cell says CAUGHT only when such a failure's ``.out.bad``
+names one of the bug's own symptom kinds (``suite/report/xfsymptoms.py``: an errno,
+EFAULT for ``eof-tail-efault``); otherwise it lists the tests and a human reads their
+``.out.bad`` and ``.full`` in the results.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.build import xfstests as xbuild
 from suite.report import xfstests as xfs
+from suite.report import xfsymptoms
 from suite.sessions import failure_messages, run_cases, sessions_newest_first, skip_reasons
 from suite.source.series import KnownBug
 
@@ -35,6 +38,7 @@ class XfstestsAt:
     commit: str
     ran: int = 0
     failed: dict[str, str] = field(default_factory=dict)      # "generic/299[async]" -> reason
+    kinds: dict[str, list[str]] = field(default_factory=dict)  # a failure's errno kinds
     passed: set[str] = field(default_factory=set)
     profiles: list[str] = field(default_factory=list)
     stopped: bool = False           # the budget ended ./check: later tests never ran
@@ -71,6 +75,15 @@ class XfstestsAt:
         return f"none of {self.ran} failed that passes on the base{on} (saw nothing){also}"
 
 
+def older_kinds(results_file: Path, meta: dict, test: str) -> list[str]:
+    """A failure's kinds read again from its ``.out.bad`` beside ``results_file``: a
+    results file written before failures carried them (the golden output from the
+    cached tree of the xfstests commit it names, when there)."""
+    tree = xbuild.built(str(meta.get("xfstests", "")))
+    return xfsymptoms.of_test(results_file.parent / "xfstests" / "results", test,
+                              tree.path if tree else None)
+
+
 def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt:
     """Every profile's results file under one session folder."""
     out = XfstestsAt(commit[:11], results=str(results), seconds=seconds)
@@ -84,6 +97,7 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
             key = f"{r.test}[{prof}]"
             if r.failed:
                 out.failed[key] = r.reason or "failed"
+                out.kinds[key] = list(r.kinds) or older_kinds(f, meta, r.test)
             elif r.status == "pass":
                 out.passed.add(key)
     out.ran = len(out.failed) + len(out.passed)
@@ -144,10 +158,20 @@ class XfstestsPlan:
         return out
 
 
+def own_symptom(b: KnownBug, x: XfstestsAt, base: XfstestsAt | None) -> str:
+    """The new failures whose ``.out.bad`` names one of the bug's own kinds (EFAULT for
+    ``eof-tail-efault``): "generic/210[async]: EFAULT"; "" when none does."""
+    hits = [f"{t}: {k}" for t in sorted(x.new_failures(base))
+            for k in x.kinds.get(t, []) if k in b.symptom.kinds]
+    return "; ".join(hits)
+
+
 def cell(b: KnownBug, x: XfstestsAt | None, base: XfstestsAt | None) -> str:
     if x is None:
         return "not run"
     seen = x.describe(base)
+    own = own_symptom(b, x, base) if not x.problem else ""
+    seen = f"CAUGHT by its own symptom ({own}); {seen}" if own else seen
     return f"deferred in the manifest ({b.deferred}); xfstests here: {seen}" if b.deferred \
         else seen
 
