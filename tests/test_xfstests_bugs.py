@@ -48,6 +48,7 @@ def test_a_failure_the_base_shares_is_not_the_bugs(tmp_path):
 def test_without_a_base_every_failure_is_listed_and_that_is_said(tmp_path):
     bad = xb.read_session(session(tmp_path / "bad", "async", {"generic/299": "fail:m"}), BAD)
     assert "1 failed of 1 [async] (no base run to compare)" in bad.describe(None)
+    assert "no base run" not in bad.describe(compared=False)    # a lane's own line
 
 
 def test_silence_is_a_pass_only_when_the_run_was_whole(tmp_path):

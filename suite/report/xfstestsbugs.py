@@ -55,7 +55,9 @@ class XfstestsAt:
         old = {t.split("[")[0] for t in base.failed}
         return {t: r for t, r in self.failed.items() if t.split("[")[0] not in old}
 
-    def describe(self, base: "XfstestsAt | None" = None) -> str:
+    def describe(self, base: "XfstestsAt | None" = None, compared: bool = True) -> str:
+        """The cell's text; ``compared=False``: a lane's own line, before the table
+        holds it against the base (so no "no base run" is said)."""
         if self.problem:
             return f"INCONCLUSIVE: {self.problem}"
         if not self.ran:
@@ -66,7 +68,8 @@ class XfstestsAt:
         old = sorted(set(self.failed) - set(new))
         cut = " (cut short at the budget: later tests never ran)" if self.stopped else ""
         also = f"; failing on the base too: {', '.join(old)}" if old else ""
-        control = "" if base and not base.problem else " (no base run to compare)"
+        control = "" if not compared or (base and not base.problem) \
+            else " (no base run to compare)"
         if new:
             listed = "; ".join(f"{t}: {r[:90]}" for t, r in sorted(new.items()))
             return f"{len(new)} failed of {self.ran}{on}{control}: {listed}{also}{cut}"
@@ -137,7 +140,8 @@ class XfstestsPlan:
         found = sessions_newest_first(self.read_from, rel) if self.read_from else []
         if found:
             out = read_session(found[0], commit)
-            print(f"<== xfstests at {commit[:11]}: {out.describe()}, read from {found[0]}",
+            print(f"<== xfstests at {commit[:11]}: {out.describe(compared=False)}, read from "
+                  f"{found[0]}",
                   flush=True)
             return out
         if not self.select:         # --xfstests-from alone: read, never run
@@ -153,7 +157,8 @@ class XfstestsPlan:
         out.problem = problem or out.problem
         if tests is None and not out.problem:
             out.problem = "the pytest session wrote no JUnit report (see pytest.log)"
-        print(f"<== xfstests at {commit[:11]}: {out.describe()} in {secs:.0f}s; {results}",
+        print(f"<== xfstests at {commit[:11]}: {out.describe(compared=False)} in {secs:.0f}s; "
+              f"{results}",
               flush=True)
         return out
 
