@@ -205,3 +205,33 @@ def test_a_bug_is_caught_only_by_its_own_kind_in_a_new_failure(tmp_path):
     assert "CAUGHT" not in xb.cell(bug(), other, base)          # not the bug's kind
     shared = at("shared", {"generic/130": ("fail", ["EFAULT"])})
     assert "CAUGHT" not in xb.cell(bug(), shared, base)         # the base fails it too
+
+
+def test_resuming_runs_again_a_commit_whose_lane_never_reached_check(tmp_path, monkeypatch):
+    earlier = tmp_path / "bugs-1"
+    broken = earlier / "xfstests" / BAD[:11]
+    broken.mkdir(parents=True)
+    (broken / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase name="u"><error message="failed on setup: no guest '
+        'with the build under test: not enough free space"/></testcase></testsuite>'
+        '</testsuites>')
+    ran: list[list[str]] = []
+
+    def fake_run_cases(args, results, extra=(), targets=None, **k):
+        ran.append(args)
+        session(results, "async", {"generic/130": "pass"})
+        return 1, "", 5.0
+    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    resumed = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
+    assert resumed.at("async-dio", BAD, tmp_path / "bugs-2", []).ran == 1 and len(ran) == 1
+    reading = xb.XfstestsPlan(read_from=[earlier], only=True)       # read only: says so
+    assert reading.at("async-dio", BAD, tmp_path / "x", []).problem.startswith(
+        "the lane's case failed before ./check")
+
+
+def test_a_results_file_with_fields_this_version_lacks_still_reads(tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text('{"profile": "async", "results": [{"test": "generic/210", "status": "fail",'
+                 ' "seconds": 3, "reason": "m", "kinds": ["EFAULT"], "later": 1}]}')
+    meta, rs = xr.load(f)
+    assert meta["profile"] == "async" and rs[0].kinds == ["EFAULT"]

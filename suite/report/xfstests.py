@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tomllib
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from suite import paths
@@ -212,8 +212,12 @@ def save(rs: list[XfsResult], path: Path, meta: dict) -> None:
 
 
 def load(path: Path) -> tuple[dict, list[XfsResult]]:
+    """A results file; fields this version does not know are left out (a file written
+    by a newer lane, read by a longer-running older process, still reads)."""
     data = json.loads(path.read_text())
-    return data, [XfsResult(**r) for r in data.pop("results")]
+    known = {f.name for f in fields(XfsResult)}
+    return data, [XfsResult(**{k: v for k, v in r.items() if k in known})
+                  for r in data.pop("results")]
 
 
 def seconds_of(run_dir: Path) -> dict[str, float]:
