@@ -235,3 +235,18 @@ def test_a_results_file_with_fields_this_version_lacks_still_reads(tmp_path):
                  ' "seconds": 3, "reason": "m", "kinds": ["EFAULT"], "later": 1}]}')
     meta, rs = xr.load(f)
     assert meta["profile"] == "async" and rs[0].kinds == ["EFAULT"]
+
+
+def test_a_kernel_report_during_check_is_said_as_such(tmp_path):
+    """zvol-dio 17b61d93af: a VERIFY in zvol_dio_get_pages under generic/091 ended the
+    lane before any results file; that is not 'failed before ./check'."""
+    died = tmp_path / "died"
+    died.mkdir()
+    (died / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase name="t"><failure message="suite.errors.'
+        'KernelTripped: the kernel reported spl_panic: VERIFY3U(idx, &lt;, total_npages) '
+        "failed (4 &lt; 4) while running: ( timeout -k 30 21600 sh -c 'cd /var/tmp/xfstests"
+        "/tree &amp;&amp; ./check -g aio')\"/></testcase></testsuite></testsuites>")
+    text = xb.read_session(died, BAD).describe()
+    assert text.startswith("INCONCLUSIVE: the kernel stopped ./check: suite.errors.Kernel")
+    assert "total_npages" in text

@@ -106,8 +106,10 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
     out.ran = len(out.failed) + len(out.passed)
     out.absent = skip_reasons(results / "junit.xml")
     broken = failure_messages(results / "junit.xml")
-    if not files and broken:        # a case that never reached ./check: no guest, a setup
-        out.problem = f"the lane's case failed before ./check: {broken[0][:200]}"
+    if not files and broken:        # no results written: no guest, a setup, or the kernel
+        during = "./check" in broken[0] and "while running" in broken[0]    # ended ./check
+        out.problem = (f"the kernel stopped ./check: {broken[0][:300]}" if during else
+                       f"the lane's case failed before ./check: {broken[0][:200]}")
     elif not out.ran and broken:    # ./check ran and gave no result (refused its arguments)
         out.problem = f"the lane ran no test: {broken[0][:200]}"
     elif not files and not out.absent:
