@@ -107,7 +107,7 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
     out.absent = skip_reasons(results / "junit.xml")
     broken = failure_messages(results / "junit.xml")
     if not files and broken:        # no results written: no guest, a setup, or the kernel
-        during = "./check" in broken[0] and "while running" in broken[0]    # ended ./check
+        during = "while running" in broken[0] and "xfstests" in broken[0]    # in ./check
         out.problem = (f"the kernel stopped ./check: {broken[0][:300]}" if during else
                        f"the lane's case failed before ./check: {broken[0][:200]}")
     elif not out.ran and broken:    # ./check ran and gave no result (refused its arguments)
