@@ -171,16 +171,23 @@ def test_a_check_that_refused_its_arguments_says_so_once(tmp_path):
     assert "Arguments before tests" in text and "no result" not in text
 
 
+def fake_lane(monkeypatch, results: dict[str, str]) -> list[list[str]]:
+    """``run_cases`` replaced by a lane that leaves ``results`` (profile async); the
+    arguments of each call are appended to the list returned."""
+    ran: list[list[str]] = []
+
+    def fake_run_cases(args, folder, extra=(), targets=None, **k):
+        ran.append(args)
+        session(folder, "async", results)
+        return 1, "", 5.0
+    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    return ran
+
+
 def test_a_sweep_resumes_running_only_the_commits_earlier_runs_lack(tmp_path, monkeypatch):
     earlier = tmp_path / "bugs-1"
     session(earlier / "xfstests" / BASE[:11], "direct", {"generic/130": "pass"})
-    ran: list[list[str]] = []
-
-    def fake_run_cases(args, results, extra=(), targets=None, **k):
-        ran.append(args)
-        session(results, "async", {"generic/130": "fail:new"})
-        return 1, "", 5.0
-    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    ran = fake_lane(monkeypatch, {"generic/130": "fail:new"})
     plan = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
     base = plan.at("async-dio", BASE, tmp_path / "bugs-2", [], base=True)
     bad = plan.at("async-dio", BAD, tmp_path / "bugs-2", [])
@@ -215,13 +222,7 @@ def test_resuming_runs_again_a_commit_whose_lane_never_reached_check(tmp_path, m
         '<testsuites><testsuite><testcase name="u"><error message="failed on setup: no guest '
         'with the build under test: not enough free space"/></testcase></testsuite>'
         '</testsuites>')
-    ran: list[list[str]] = []
-
-    def fake_run_cases(args, results, extra=(), targets=None, **k):
-        ran.append(args)
-        session(results, "async", {"generic/130": "pass"})
-        return 1, "", 5.0
-    monkeypatch.setattr(xb, "run_cases", fake_run_cases)
+    ran = fake_lane(monkeypatch, {"generic/130": "pass"})
     resumed = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
     assert resumed.at("async-dio", BAD, tmp_path / "bugs-2", []).ran == 1 and len(ran) == 1
     reading = xb.XfstestsPlan(read_from=[earlier], only=True)       # read only: says so
