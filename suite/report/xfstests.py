@@ -131,8 +131,8 @@ def groups(tree: Path) -> dict[str, set[str]]:
 
 def expand(selection: list[str], tree: Path, fstyp: str = "zfs") -> list[str]:
     """The tests a ./check selection names (``-g aio``, ``-g quick``, ``generic/091``;
-    ``-x GROUP`` and ``-e TEST,TEST`` remove), of the folders ./check runs for ``fstyp``: ``generic``,
-    ``shared`` and the file system's own."""
+    ``-x GROUP`` and ``-e TEST,TEST`` remove), of the folders ./check runs for
+    ``fstyp``: ``generic``, ``shared`` and the file system's own."""
     dirs = ("generic/", "shared/", f"{fstyp}/")
     gs = {g: {t for t in ts if t.startswith(dirs)} for g, ts in groups(tree).items()}
     want: set[str] = set()
