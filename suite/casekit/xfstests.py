@@ -15,9 +15,9 @@ TEST_RE = re.compile(r"^[a-z0-9]+/\d{3,}$")     # generic/091, ext4/301
 
 DIO_TESTS = ("generic/091", "generic/130", "generic/133", "generic/135", "generic/214",
              "generic/418", "generic/591", "generic/647", "generic/708", "generic/729")
-SELECTIONS: dict[str, tuple[str, ...]] = {
-    "dio": ("-g", "aio") + DIO_TESTS,
-    "quick": ("-g", "quick"),
+SELECTIONS: dict[str, tuple[str, ...]] = {      # in the words --xfstests takes
+    "dio": ("g:aio", *DIO_TESTS),
+    "quick": ("g:quick",),
 }
 
 
@@ -29,12 +29,8 @@ def check_args(wanted: list[str]) -> list[str]:
     option after a test ("Arguments before tests, please!")."""
     opts: list[str] = []
     tests: list[str] = []
-    for w in wanted or ["dio"]:
-        if w in SELECTIONS:
-            sel = SELECTIONS[w]
-            opts += [x for i, a in enumerate(sel) if a.startswith("-") for x in sel[i:i + 2]]
-            tests += [a for a in sel if TEST_RE.match(a)]
-        elif w.startswith(("g:", "x:", "e:")):
+    for w in (x for name in wanted or ["dio"] for x in SELECTIONS.get(name, (name,))):
+        if w.startswith(("g:", "x:", "e:")):
             opts += [f"-{w[0]}", w[2:]]
         elif TEST_RE.match(w):
             tests.append(w)
