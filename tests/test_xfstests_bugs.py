@@ -121,6 +121,9 @@ def test_the_bugs_command_takes_the_lane_and_its_profiles():
     assert xb.plan(args).lane_args(base=True) == ["--xfstests", "g:aio", "--xfstests-profile",
                                                   "direct"]
     assert xb.plan(ap.parse_args(["bugs", "async-dio"])) is None
+    # a misspelt selection is refused before any build or guest, in ./check's words
+    with pytest.raises(SystemExit, match="'aio'"):
+        xb.plan(ap.parse_args(["bugs", "async-dio", "--xfstests", "dio aio"]))
 
 
 def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, monkeypatch,

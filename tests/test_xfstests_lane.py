@@ -62,8 +62,12 @@ def test_selections_become_check_arguments():
     args = check_args(["dio", "x:stress", "e:generic/133,generic/208", "generic/091"])
     assert args[:6] == ["-g", "aio", "-x", "stress", "-e", "generic/133,generic/208"]
     assert args[6:] == [*DIO_TESTS, "generic/091"]
+    # one value may hold several words, as the workflow's input and a shell user write them
+    assert check_args(["dio x:stress e:generic/133,generic/208", "generic/091"]) == args
     with pytest.raises(ValueError, match="g:GROUP"):
         check_args(["aio"])
+    with pytest.raises(ValueError, match="'aio'"):
+        check_args(["dio aio"])
 
 
 def tree_with_groups(tmp_path: Path) -> Path:

@@ -25,11 +25,13 @@ def check_args(wanted: list[str]) -> list[str]:
     """./check's selection arguments: ``dio`` (default), ``quick``, ``g:GROUP``,
     ``x:GROUP`` (leave a group out), ``e:TEST[,TEST]`` (leave tests out: ./check's
     ``-e``, e.g. a sweep over many commits without its long stress tests) or a test
-    name (``generic/091``). Options come before test names: ./check refuses an
-    option after a test ("Arguments before tests, please!")."""
+    name (``generic/091``); one value may hold several, space-separated (``"dio
+    x:stress"``, as the workflow's input is written). Options come before test names:
+    ./check refuses an option after a test ("Arguments before tests, please!")."""
     opts: list[str] = []
     tests: list[str] = []
-    for w in (x for name in wanted or ["dio"] for x in SELECTIONS.get(name, (name,))):
+    names = [n for value in wanted for n in value.split()] or ["dio"]
+    for w in (x for name in names for x in SELECTIONS.get(name, (name,))):
         if w.startswith(("g:", "x:", "e:")):
             opts += [f"-{w[0]}", w[2:]]
         elif TEST_RE.match(w):

@@ -92,7 +92,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="xfstests lane: what ./check runs: a group (-g aio, written 'g:aio'), a "
                      "test (generic/091), 'x:GROUP'/'e:TEST' to leave out, or 'dio' (the "
                      "Direct I/O selection: "
-                     "suite/casekit/xfstests.py); repeatable (default: dio)")
+                     "suite/casekit/xfstests.py); repeatable or space-separated (default: dio)")
     g.addoption("--xfstests-profile", action="append", default=[], metavar="NAME",
                 help="xfstests lane: plain, direct, async, zvol (repeatable; default: every "
                      "profile the build can run)")

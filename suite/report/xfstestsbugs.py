@@ -25,6 +25,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.build import xfstests as xbuild
+from suite.casekit.xfstests import check_args
 from suite.report import xfstests as xfs
 from suite.report import xfsymptoms
 from suite.sessions import failure_messages, run_cases, sessions_newest_first, skip_reasons
@@ -214,6 +215,10 @@ def add_options(kb: argparse.ArgumentParser) -> None:
 def plan(args: argparse.Namespace) -> XfstestsPlan | None:
     if not (args.xfstests or args.xfstests_from):
         return None
+    try:
+        check_args(args.xfstests)       # a misspelt selection stops here, not in each guest
+    except ValueError as e:
+        raise SystemExit(f"suite bugs: {e}") from None
     return XfstestsPlan(list(args.xfstests), list(args.xfstests_profile),
                         only=args.xfstests_only or not args.xfstests,
                         read_from=[Path(d) for d in args.xfstests_from])
