@@ -38,6 +38,14 @@ def test_trials_below_one_is_a_usage_error(pytester):
     assert "at least 1 trial" in res.stderr.str()
 
 
+def test_a_misspelt_xfstests_selection_is_a_usage_error(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    res = run(pytester, "--xfstests", "dio aoi")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "'aoi'" in res.stderr.str() and "g:GROUP" in res.stderr.str()
+    assert run(pytester, "--xfstests", "dio x:stress").ret == pytest.ExitCode.OK
+
+
 def test_unreachable_source_errors_the_cases_and_fails_the_run(pytester):
     pytester.makepyfile(test_case="def test_case(zfs_build):\n    pass\n")
     res = run(pytester, "--zfs-source", "https://example.invalid/zfs", "--offline")

@@ -24,6 +24,7 @@ import pytest
 
 from suite import paths
 from suite.build.pipeline import add_build_options
+from suite.casekit.xfstests import check_args
 from suite.explore.options import add_explore_options
 from suite.plugin.shards import hand_on_case_times, take_case_times
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
@@ -152,6 +153,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if trials is not None and trials < 1:
         raise pytest.UsageError(f"--trials {trials}: a case needs at least 1 trial per "
                                 f"condition (default {_default_trials()})")
+    try:                    # a misspelt --xfstests stops here, not in a booted guest
+        check_args(config.getoption("xfstests", None) or [])
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
     for m in MARKERS:
         config.addinivalue_line("markers", m)
     # paramiko logs every refused connection while a guest boots: noise, not news.
