@@ -3,6 +3,8 @@ the exclude lists with their reasons, the guest's configuration per profile, and
 results read from ./check's xunit report into tables and JUnit."""
 from __future__ import annotations
 
+import shlex
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -81,7 +83,8 @@ def tree_with_groups(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_groups_expand_and_exclusions_carry_a_reason(tmp_path):
+def test_groups_expand_and_exclusions_carry_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(xr, "EXCLUDE", tmp_path / "none.toml")     # the fork's list alone
     tree = tree_with_groups(tmp_path)
     assert xr.expand(["-g", "aio", "generic/130"], tree) == \
         ["generic/019", "generic/130", "generic/300"]
@@ -170,6 +173,28 @@ def test_each_profile_makes_its_datasets_and_sets_its_parameters():
     assert f"{xg.TEST_POOL} /dev/a /dev/b" in z and "mkfs" not in z
     assert z.index("zvol_dio_enabled") < z.index("create -V")
     assert "FSTYP=ext4" in xg.local_config(xg.profile("zvol"), zdev, zscratch)
+
+
+def _require_in(cfg: str, tmp_path: Path, mkfs_options: str | None = None) -> str:
+    """What the fork's ``_require_no_compress`` path does under ``cfg``: the config read
+    as common/config reads it, then the helper called as common/rc calls it."""
+    (tmp_path / "local.config").write_text(cfg)
+    env = "" if mkfs_options is None else f"ZFS_MKFS_OPTIONS={shlex.quote(mkfs_options)}; "
+    sh = ("_notrun() { echo \"notrun: $*\"; exit 0; }; . ./local.config; "
+          f"{env}_require_zfs_no_compress && echo runs")
+    r = subprocess.run(["bash", "-c", sh], cwd=tmp_path, capture_output=True, text=True)
+    return r.stdout + r.stderr
+
+
+def test_the_config_supplies_the_helper_the_fork_calls_but_lacks(tmp_path):
+    # generic/427 failed on stock master with "_require_zfs_no_compress: command not found"
+    cfg = xg.local_config(xg.profile("direct"), xg.TEST_FS, ["/dev/b", "/dev/c"])
+    assert _require_in(cfg, tmp_path).strip() == "runs"        # the lane's scratch: off
+    said = _require_in(cfg, tmp_path, "-O compression=lz4 -O direct=always")
+    assert said.startswith("notrun: the scratch file system may be compressed")
+    assert "command not found" in _require_in("", tmp_path)    # what the fork alone does
+    # ext4 on a zvol is not ZFS's file: no ZFS helpers in its config
+    assert "_require_zfs" not in xg.local_config(xg.profile("zvol"), "/dev/zd0", ["/dev/zd16"])
 
 
 def test_a_profile_needing_a_series_is_not_for_a_stock_build():
@@ -305,6 +330,24 @@ def test_an_exclusion_bound_to_tcg_applies_only_there(tmp_path, monkeypatch):
     assert set(xr.exclusions(None, "tcg")) == {"generic/551", "generic/300"}
     assert set(xr.exclusions(None, "kvm")) == {"generic/300"}
     assert xr.exclusions(None, "tcg")["generic/551"].accel == "tcg"
+
+
+def test_a_test_this_repository_checked_is_judged_by_its_entry_not_the_forks(tmp_path,
+                                                                             monkeypatch):
+    tree = tree_with_groups(tmp_path / "tree")      # the fork excludes 300 and 091
+    f = tmp_path / "exclude.toml"
+    f.write_text('[[run]]\ntest = "generic/300"\nreason = "passed on stock"\n'
+                 'checked = "stock"\n'
+                 '[[exclude]]\ntest = "generic/091"\nreason = "21 min under TCG"\n'
+                 'checked = "stock"\naccel = "tcg"\n')
+    monkeypatch.setattr(xr, "EXCLUDE", f)
+    assert xr.suite_runs() == {"generic/300": "passed on stock"}
+    tcg = xr.exclusions(tree, "tcg")
+    assert set(tcg) == {"generic/091"} and tcg["generic/091"].source == "suite"
+    assert xr.exclusions(tree, "kvm") == {}         # the fork's "unknown" set aside
+    f.write_text('[[run]]\ntest = "generic/300"\n')
+    with pytest.raises(ValueError, match="run entry needs a test"):
+        xr.suite_runs()
 
 
 def test_an_exclusion_of_an_old_kernels_finding_applies_only_there(tmp_path, monkeypatch):

@@ -101,8 +101,26 @@ def users_script() -> str:
     return "\n".join(out)
 
 
+# What the fork calls but never defines, in the lane's own words. local.config is read
+# by common/config in ./check and in every test's shell, so a function defined here is
+# there when common/rc calls it; the fork's own definition, if it ever has one, comes
+# later (common/rc) and wins. Seen: _require_no_compress (generic/274, 275, 427) calls
+# _require_zfs_no_compress, and on stock master generic/427 failed only by
+# "_require_zfs_no_compress: command not found" in its output.
+FORK_GAPS = """\
+_require_zfs_no_compress()
+{
+\tcase " $ZFS_MKFS_OPTIONS " in
+\t*" compression=off "*) ;;
+\t*) _notrun "the scratch file system may be compressed (ZFS_MKFS_OPTIONS: $ZFS_MKFS_OPTIONS)" ;;
+\tesac
+}
+"""
+
+
 def local_config(p: Profile, test_dev: str, scratch: list[str]) -> str:
-    """The ``local.config`` of a profile over the guest's devices."""
+    """The ``local.config`` of a profile over the guest's devices (on ZFS, with the
+    helpers the fork lacks: ``FORK_GAPS``)."""
     if p.zvol:
         lines = ["export FSTYP=ext4", f"export TEST_DEV={test_dev}",
                  f"export SCRATCH_DEV={scratch[0]}"]
@@ -114,7 +132,7 @@ def local_config(p: Profile, test_dev: str, scratch: list[str]) -> str:
                  f"export ZFS_MKFS_OPTIONS=\"-O compression=off {opts}\"".replace("  ", " ")]
     lines += [f"export TEST_DIR={TEST_DIR}", f"export SCRATCH_MNT={SCRATCH_MNT}",
               f"export RESULT_BASE={RESULTS}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ("" if p.zvol else FORK_GAPS)
 
 
 def prepare_script(zfs, p: Profile, devices: list[str]) -> tuple[str, str, list[str]]:

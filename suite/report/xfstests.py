@@ -74,35 +74,48 @@ def fork_exclusions(text: str) -> list[Exclusion]:
     return out
 
 
-def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
-    """This repository's list: ``[[exclude]] test, reason, checked`` (``accel``)."""
-    path = path or EXCLUDE
+def _entries(path: Path, table: str) -> list[dict]:
+    """``[[table]]`` entries of this repository's list, each with a test and a reason."""
     if not path.exists():
         return []
-    data = tomllib.loads(path.read_text())
-    out = []
-    for e in data.get("exclude", []):
+    entries = tomllib.loads(path.read_text()).get(table, [])
+    for e in entries:
         if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
-            raise ValueError(f"{path}: an exclusion needs a test (generic/NNN) and a reason: {e}")
-        out.append(Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
-                             e.get("accel", ""), e.get("linux_before", ""),
-                             e.get("finding", ""), e.get("fstyp", "")))
-    return out
+            raise ValueError(f"{path}: an {table} entry needs a test (generic/NNN) and a "
+                             f"reason: {e}")
+    return entries
+
+
+def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
+    """This repository's list: ``[[exclude]] test, reason, checked`` (``accel``)."""
+    return [Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
+                      e.get("accel", ""), e.get("linux_before", ""),
+                      e.get("finding", ""), e.get("fstyp", ""))
+            for e in _entries(path or EXCLUDE, "exclude")]
+
+
+def suite_runs(path: Path | None = None) -> dict[str, str]:
+    """Tests the fork excludes that this repository runs: ``[[run]] test, reason,
+    checked`` (the fork's reason did not hold on stock master here). Test -> reason."""
+    return {e["test"]: e["reason"] for e in _entries(path or EXCLUDE, "run")}
 
 
 def exclusions(tree: Path | None, accel: str = "", release: str = "",
                fstyp: str = "zfs") -> dict[str, Exclusion]:
-    """Every exclusion by test: the suite's reason wins over the fork's. One bound to
-    an accelerator (``accel = "tcg"``: a test too slow to emulate) applies only under
-    it, one bound to ``linux_before`` only on an older guest kernel (``release``), one
-    bound to ``fstyp`` only on that file system (ext4 on a zvol is not ZFS's file)."""
+    """Every exclusion by test. A test this repository lists (``[[exclude]]`` or
+    ``[[run]]``) is judged by its entry alone, checked on stock master here; the fork's
+    reason for it is set aside, so an entry bound to TCG lets the test run under KVM. One
+    bound to an accelerator (``accel = "tcg"``: a test too slow to emulate) applies only
+    under it, one bound to ``linux_before`` only on an older guest kernel (``release``),
+    one bound to ``fstyp`` only on that file system (ext4 on a zvol is not ZFS's file)."""
+    ours = suite_exclusions()
+    taken = {e.test for e in ours} | set(suite_runs())
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
         found.update({e.test: e for e in fork_exclusions(fork.read_text())
-                      if e.applies(accel, release, fstyp)})
-    found.update({e.test: e for e in suite_exclusions()
-                  if e.applies(accel, release, fstyp)})
+                      if e.test not in taken and e.applies(accel, release, fstyp)})
+    found.update({e.test: e for e in ours if e.applies(accel, release, fstyp)})
     return found
 
 
