@@ -74,30 +74,32 @@ def fork_exclusions(text: str) -> list[Exclusion]:
     return out
 
 
-def _entries(path: Path, table: str) -> list[dict]:
-    """``[[table]]`` entries of this repository's list, each with a test and a reason."""
-    if not path.exists():
-        return []
-    entries = tomllib.loads(path.read_text()).get(table, [])
-    for e in entries:
-        if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
-            raise ValueError(f"{path}: an {table} entry needs a test (generic/NNN) and a "
-                             f"reason: {e}")
-    return entries
+def _lists(path: Path) -> dict[str, list[dict]]:
+    """This repository's list, read once, by table (``exclude``, ``run``): every entry
+    with a test and a reason."""
+    data = tomllib.loads(path.read_text()) if path.exists() else {}
+    for table, entries in data.items():
+        for e in entries:
+            if not TEST_RE.match(e.get("test", "")) or not e.get("reason"):
+                raise ValueError(f"{path}: an {table} entry needs a test (generic/NNN) and "
+                                 f"a reason: {e}")
+    return data
+
+
+def _exclusion(e: dict) -> Exclusion:
+    return Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""), e.get("accel", ""),
+                     e.get("linux_before", ""), e.get("finding", ""), e.get("fstyp", ""))
 
 
 def suite_exclusions(path: Path | None = None) -> list[Exclusion]:
     """This repository's list: ``[[exclude]] test, reason, checked`` (``accel``)."""
-    return [Exclusion(e["test"], e["reason"], "suite", e.get("checked", ""),
-                      e.get("accel", ""), e.get("linux_before", ""),
-                      e.get("finding", ""), e.get("fstyp", ""))
-            for e in _entries(path or EXCLUDE, "exclude")]
+    return [_exclusion(e) for e in _lists(path or EXCLUDE).get("exclude", [])]
 
 
 def suite_runs(path: Path | None = None) -> dict[str, str]:
     """Tests the fork excludes that this repository runs: ``[[run]] test, reason,
     checked`` (the fork's reason did not hold on stock master here). Test -> reason."""
-    return {e["test"]: e["reason"] for e in _entries(path or EXCLUDE, "run")}
+    return {e["test"]: e["reason"] for e in _lists(path or EXCLUDE).get("run", [])}
 
 
 def exclusions(tree: Path | None, accel: str = "", release: str = "",
@@ -108,8 +110,9 @@ def exclusions(tree: Path | None, accel: str = "", release: str = "",
     bound to an accelerator (``accel = "tcg"``: a test too slow to emulate) applies only
     under it, one bound to ``linux_before`` only on an older guest kernel (``release``),
     one bound to ``fstyp`` only on that file system (ext4 on a zvol is not ZFS's file)."""
-    ours = suite_exclusions()
-    taken = {e.test for e in ours} | set(suite_runs())
+    lists = _lists(EXCLUDE)
+    ours = [_exclusion(e) for e in lists.get("exclude", [])]
+    taken = {e.test for e in ours} | {e["test"] for e in lists.get("run", [])}
     found: dict[str, Exclusion] = {}
     fork = tree / FORK_EXCLUDE if tree is not None else None
     if fork is not None and fork.exists():
