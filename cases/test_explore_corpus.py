@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from suite.signatures import report_frames
 from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
 from suite.explore.crashes.stream import StreamingRunner
@@ -61,7 +62,11 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests
             break
     bad = [v for v in verdicts if v.state != "ok"]
     note = f" (params the build lacks, not set: {', '.join(lacking)})" if lacking else ""
-    for v in bad[:1]:
-        symptom(v.kind or "no-result", f"{path.name}: {v.line()}"[:300])
+    for i, v in enumerate(verdicts):        # every replay's own symptom, with its frames
+        if v.state != "ok":
+            stack = (v.trip.waits() if v.trip.kind == "hang" else
+                     report_frames(v.trip.lines[1:])) if v.trip is not None else ()
+            symptom(v.kind or "no-result", f"{path.name}: replay {i + 1}: {v.line()}"[:300],
+                    stack=stack)
     assert not bad, (f"{path.name}: {len(bad)} of {RUNS} runs failed{note}: {bad[0].line()}\n"
                      f"{seq.render(bad[0].failed_at)}")

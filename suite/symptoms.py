@@ -55,6 +55,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from suite.signatures import signed
+
 # Kinds that never count as a catch: the case proved nothing about the kernel.
 INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error",
                             "not-armed", "setup", "backstop", "assertion", "harness"})
@@ -81,11 +83,17 @@ class Symptom:
     kind: str
     detail: str = ""
     row: str = ""                       # the condition (table row) it showed in
-    stack: tuple[str, ...] = ()         # D-state: function names on the stuck stacks
+    # D-state: function names on the stuck stacks; kernel:*: the report's top OpenZFS frames
+    stack: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         where = f" [{self.row}]" if self.row else ""
         return f"{self.kind}{where}: {self.detail}" if self.detail else f"{self.kind}{where}"
+
+    def signed(self) -> str:
+        """The symptom with the frames it stopped in (``kind: detail @ f1 < f2``):
+        what a known finding's ``signature`` is matched against (suite/signatures.py)."""
+        return signed(str(self), self.stack)
 
     def to_dict(self) -> dict:
         d = asdict(self)

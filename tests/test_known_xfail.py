@@ -27,6 +27,15 @@ id = "lock-order"
 title = "lockdep: a lock order"
 cases = ["test_lockdep_only"]
 kinds = ["kernel:lockdep"]
+signature = "circular locking"
+
+[[findings]]
+id = "pin-panic"
+title = "A write cut short pins the uncut length"
+cases = ["test_panic_known", "test_panic_other", "test_harness_no_result", "test_left_waiting"]
+kinds = ["kernel:spl_panic"]
+signature = "VERIFY0\\\\(len\\\\) failed"
+also = ["no-result", "D-state"]
 '''
 
 CASES = '''
@@ -59,6 +68,24 @@ def test_lockdep_only(zfs_build):
 
 def test_plain(zfs_build):
     pass
+
+def test_panic_known(zfs_build, symptom):
+    symptom("kernel:spl_panic", "[ 12.5] VERIFY0(len) failed (-131072)")
+    symptom("no-result", "the kernel reported spl_panic while running: engine")
+    assert False, "panicked"
+
+def test_panic_other(zfs_build, symptom):
+    symptom("kernel:spl_panic", "[ 12.5] VERIFY(zio->io_abd != NULL) failed")
+    symptom("no-result", "the kernel reported spl_panic while running: engine")
+    assert False, "panicked"
+
+def test_harness_no_result(zfs_build, symptom):
+    symptom("no-result", "the engine printed no result: KeyError: 'rows'")
+    assert False, "no result"
+
+def test_left_waiting(zfs_build, symptom):
+    symptom("D-state", "886 (python3)", stack=("zfs_dio_wait",))
+    assert False, "stuck"
 '''
 
 
@@ -90,7 +117,7 @@ def verdicts(pytester: pytest.Pytester) -> dict[str, dict]:
 def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
         pytester, workers):
     res = run(pytester, *workers)
-    res.assert_outcomes(passed=2, failed=2, xfailed=1, xpassed=1)
+    res.assert_outcomes(passed=2, failed=5, xfailed=2, xpassed=1)
     out = res.stdout.str()
     assert "XFAIL" in out and "known upstream finding stale-read" in out
     assert "XPASS" in out and "fixed upstream? retire the finding" in out
@@ -101,6 +128,10 @@ def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
     assert v["test_known_and_more"]["outcome"] == "failed", "a new symptom beside it is new"
     assert v["test_fixed"]["outcome"] == "xpassed"
     assert v["test_lockdep_only"]["outcome"] == "passed", "passes unseen without lockdep"
+    assert v["test_panic_known"]["outcome"] == "xfailed", "its own panic, and what followed"
+    assert v["test_panic_other"]["outcome"] == "failed", "a panic of another title is new"
+    assert v["test_harness_no_result"]["outcome"] == "failed", "no-result alone is no finding"
+    assert v["test_left_waiting"]["outcome"] == "failed", "a consequence alone is no finding"
     cases = {tc.get("name"): tc for tc in ET.parse(pytester.path / "junit.xml").iter("testcase")}
     skipped = cases["test_known"].find("skipped")
     assert skipped is not None and skipped.get("type") == "pytest.xfail"
@@ -109,7 +140,7 @@ def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
 
 
 def test_only_known_failures_exit_0_and_the_report_says_pass(pytester):
-    res = run(pytester, "-k", "known and not more or plain")
+    res = run(pytester, "-k", "(known and not more and not panic) or plain")
     res.assert_outcomes(passed=1, xfailed=1)
     assert res.ret == 0
     from suite.report.page.kinds import plain
@@ -118,8 +149,35 @@ def test_only_known_failures_exit_0_and_the_report_says_pass(pytester):
     assert "1 known upstream findings (xfail): stale-read" in page.verdict.headline
 
 
+def test_a_panic_of_another_title_fails_the_run_exit_1(pytester):
+    res = run(pytester, "-k", "panic_other or plain")
+    res.assert_outcomes(passed=1, failed=1)
+    assert res.ret == 1
+    from suite.report.page.kinds import plain
+    page = plain(next((pytester.path / "results").glob("*-stock")))
+    assert page.verdict.status == "fail" and "known" not in page.verdict.headline
+
+
+def test_a_harness_no_result_is_inconclusive_exit_2_never_xfail(pytester):
+    res = run(pytester, "-k", "harness_no_result or plain")
+    res.assert_outcomes(passed=1, failed=1)
+    assert res.ret == 2, res.stdout.str()[-2000:]
+    assert "INCONCLUSIVE" in res.stdout.str()
+    from suite.report.page.kinds import plain
+    page = plain(next((pytester.path / "results").glob("*-stock")))
+    assert page.verdict.status == "inconclusive"
+
+
+def test_a_finding_of_a_catch_all_kind_without_a_signature_stops_the_run(pytester, tmp_path):
+    (tmp_path / "patches" / "upstream" / "findings.toml").write_text(
+        FINDINGS.replace('signature = "circular locking"\n', ""))
+    res = run(pytester, "-k", "plain")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "lock-order: kind 'kernel:lockdep' says too little alone" in res.stderr.str()
+
+
 def test_strict_known_keeps_them_failures(pytester):
-    res = run(pytester, "--strict-known", "-k", "known and not more or fixed")
+    res = run(pytester, "--strict-known", "-k", "(known and not more and not panic) or fixed")
     res.assert_outcomes(failed=1, passed=1)
     assert res.ret == 1
     assert verdicts(pytester)["test_known"]["outcome"] == "failed"

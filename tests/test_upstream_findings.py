@@ -161,3 +161,45 @@ def test_git_answers_from_the_object_cache(tmp_path, monkeypatch):
     assert upstream.git_lacks([fix])(fix) is False
     assert upstream.git_lacks([series, fix])(fix) is False
     assert upstream.git_lacks(["0" * 40])(fix) is None
+
+
+def test_the_repository_findings_match_by_signature_never_by_kind_alone():
+    for f in upstream.load():          # load() refuses an entry check() finds wrong
+        for k in f.kinds:
+            assert k not in upstream.INFRASTRUCTURE, (f.id, k)
+            if upstream.catch_all(k):
+                assert f.signature_of(k), f"{f.id}: {k} without a signature"
+        assert set(f.also) <= upstream.CONSEQUENCES, f.id
+        if f.explore_hangs:
+            assert f.explore_hang_stack, f.id
+
+
+def _real(fid: str) -> upstream.UpstreamFinding:
+    return next(f for f in upstream.load() if f.id == fid)
+
+
+def test_a_real_pin_finding_claims_its_own_panic_and_what_follows_only_beside_it():
+    f = _real("io-uring-dio-write-past-quota-pin-mismatch")
+    node = "cases/test_write_short.py::test_write_cut_by_quota[io_uring-128K]"
+    own = "kernel:spl_panic: [ 88.1] VERIFY0(len) failed (-131072) @ zfs_uio_pin_user_pages"
+    died = "no-result: the kernel reported spl_panic while running: python3 -m suite.ioengine"
+    other = "kernel:spl_panic: [ 88.1] VERIFY(zio->io_abd != NULL) failed @ zio_done"
+    assert upstream.covering(node, [own, died, "D-state: 901 (python3) @ zfs_dio_wait"], [f])
+    assert not upstream.covering(node, [other, died], [f]), "a panic of another title"
+    assert not upstream.covering(node, ["no-result: KeyError: 'rows'"], [f]), "the harness's"
+    assert not upstream.covering(node, ["D-state: 901 (python3) @ zfs_dio_wait"], [f])
+    rl = _real("dio-write-cut-by-rlimit-fsize-pin-mismatch")
+    node = "cases/test_write_short.py::test_write_cut_by_rlimit_fsize[libaio-pwrite]"
+    assert not upstream.covering(node, ["D-state: 77 (python3) @ zfs_dio_wait"], [rl])
+
+
+def test_a_real_deadlock_finding_claims_its_stack_and_no_other():
+    f = _real("remap-opposite-directions-deadlock")
+    node = "cases/test_remap_order.py::test_remaps_in_opposite_directions[ficlonerange]"
+    hang = ("hang: ficlonerange A->B beside B->A: still running 45s past their 5s: 886 D in "
+            "zpl_clone_file_range_impl; stack: zpl_clone_file_range_impl < zpl_remap_file_range")
+    assert upstream.covering(node, [hang, "kernel:hung_task: task python3 blocked for more "
+                                          "than 120 seconds"], [f])
+    assert not upstream.covering(node, ["hang: ficlonerange: still running; stack: "
+                                        "zfs_rangelock_enter < zfs_clone_range"], [f])
+    assert not upstream.covering(node, ["kernel:hung_task: task python3 blocked"], [f])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
 from suite.judges import lockdep
 from suite.judges.judge import Finding as Leftover
+from suite.signatures import report_frames
 from suite.symptoms import Symptom, stack_functions
 from suite.vm.console import Finding
 
@@ -67,7 +68,8 @@ class Observation:
             if f.kind in seen:
                 continue
             seen.add(f.kind)
-            symptoms.append(Symptom(f"kernel:{f.kind}", kernel_detail(f)[:300]))
+            symptoms.append(Symptom(f"kernel:{f.kind}", kernel_detail(f)[:300],
+                                    stack=report_frames(f.context)))
         if self.findings:
             reasons.append(f"kernel reported: {self.findings[0].line.strip()}")
         for f in self.leftovers:

@@ -12,4 +12,4 @@ from suite.plugin.hooks import (pytest_addoption, pytest_collection_finish,  # n
                                 pytest_configure_node, pytest_deselected, pytest_report_header,
                                 pytest_runtest_call,
                                 pytest_runtest_makereport)
-from suite.plugin.summary import pytest_terminal_summary  # noqa: F401
+from suite.plugin.summary import pytest_sessionstart, pytest_terminal_summary  # noqa: F401

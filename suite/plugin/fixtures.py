@@ -416,10 +416,11 @@ def ondisk_check(request: pytest.FixtureRequest, case_dir: Path) -> Callable[...
 
 @pytest.fixture
 def symptom(request: pytest.FixtureRequest) -> Callable[..., None]:
-    """``symptom(kind, detail, row="")``: say how the case is failing (see
-    suite/symptoms.py), before the assert that fails it."""
-    def record(kind: str, detail: str = "", row: str = "") -> None:
-        add_symptoms(request.node, [Symptom(kind, detail, row)])
+    """``symptom(kind, detail, row="", stack=())``: say how the case is failing (see
+    suite/symptoms.py), before the assert that fails it; ``stack``: the frames it
+    stopped in (a kernel report's, a hang's), part of its signature."""
+    def record(kind: str, detail: str = "", row: str = "", stack: tuple[str, ...] = ()) -> None:
+        add_symptoms(request.node, [Symptom(kind, detail, row, tuple(stack))])
     return record
 
 

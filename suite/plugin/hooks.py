@@ -29,6 +29,7 @@ from suite.explore.options import add_explore_options
 from suite.plugin.shards import hand_on_case_times, take_case_times
 from suite.errors import GuestError, HarnessStepError, KernelTripped, SuiteError, VMError
 import suite.plugin.expected as expected
+from suite.report import upstream
 from suite.report.repro import write_reproducer
 from suite.symptoms import CaseVerdict, Symptom
 from suite.vm import cpus
@@ -156,6 +157,10 @@ def pytest_configure(config: pytest.Config) -> None:
     try:                    # a misspelt --xfstests stops here, not in a booted guest
         check_args(config.getoption("xfstests", None) or [])
     except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
+    try:                    # a finding that would match by kind alone, likewise
+        upstream.load()
+    except SuiteError as e:
         raise pytest.UsageError(str(e)) from e
     for m in MARKERS:
         config.addinivalue_line("markers", m)
@@ -379,7 +384,7 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
         outcome = "passed"
     symptoms = list(getattr(item, "ozfs_symptoms", []))
     if outcome in ("passed", "failed"):
-        e = expected.judge(item, outcome == "failed", [str(s) for s in symptoms])
+        e = expected.judge(item, outcome == "failed", [s.signed() for s in symptoms])
         if e is not None:
             outcome, reason = e.outcome, e.reason[:300]
     v = CaseVerdict(item.nodeid, outcome, symptoms, reason)

@@ -26,6 +26,13 @@ def _collected(config: pytest.Config, terminalreporter) -> tuple[int | None, int
     return n, deselected
 
 
+SESSION = pytest.StashKey[pytest.Session]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[SESSION] = session     # the run's verdict sets its exit status
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
@@ -85,6 +92,16 @@ def _selection(config: pytest.Config, terminalreporter) -> str:
         seconds=round(time.time() - started, 1) if started else None)
 
 
+def exit_as_verdict(config: pytest.Config, code: int) -> None:
+    """The session exits as its report says: 2 (INCONCLUSIVE) where a case proved
+    nothing (a harness no-result, a lost guest, a build that failed) and nothing
+    failed for a reason of the build's own; pytest's own codes for what it says
+    first (an interrupt, a usage error) stay."""
+    session = config.stash.get(SESSION, None)
+    if session is not None and code == 2 and session.exitstatus in (0, 1):
+        session.exitstatus = 2
+
+
 def _write_report(config: pytest.Config, terminalreporter, run_dir: Path) -> None:
     """report.html and summary.md in the run's folder (``suite/report/page``), the same
     page ``python -m suite report`` renders; the summary also goes to the step summary
@@ -101,6 +118,7 @@ def _write_report(config: pytest.Config, terminalreporter, run_dir: Path) -> Non
                                     f"{type(e).__name__}: {e}", yellow=True)
         return
     terminalreporter.write_line(f"ozfs-vmci report: {html} ({page.verdict_line(p)})")
+    exit_as_verdict(config, p.verdict.exit_code)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and not os.environ.get(INNER_SESSION):
         with open(summary, "a") as f:

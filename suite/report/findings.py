@@ -87,7 +87,7 @@ def evidence(f: upstream.UpstreamFinding, roots: list[Path]) -> Evidence | None:
                 v = CaseVerdict.load(vfile)
             except (OSError, ValueError, KeyError):
                 continue
-            if v.outcome in ("failed", "xfailed") and f.covers(v.nodeid, [str(s) for s in
+            if v.outcome in ("failed", "xfailed") and f.covers(v.nodeid, [s.signed() for s in
                                                                           v.symptoms]) \
                     and (vfile.parent / "repro" / "repro.sh").exists():
                 hits.append((vfile.stat().st_mtime, Evidence(vfile.parent, v)))

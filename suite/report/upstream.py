@@ -1,9 +1,18 @@
 """Findings on stock upstream OpenZFS that the default selection meets on every run
-(``patches/upstream/findings.toml``). A failing case that is one of them, failing
-only by the finding's symptom kinds, stays a failure: the verdict names it a known
-upstream finding and counts the new failures apart from it. A finding upstream has
-since fixed (``fixed_by``) is known only for builds whose source lacks that commit
-(a series on an older base); where the build has the fix, the same failure is new."""
+(``patches/upstream/findings.toml``). A failing case that is one of them is
+reported as an expected failure (xfail, suite/plugin/expected.py) naming the
+finding, and the run's verdict counts the new failures apart from it.
+
+A finding is matched by its **signature**, never by a kind alone: a symptom of one
+of its own ``kinds`` whose signed text (``kind: detail @ frames``,
+suite/signatures.py) matches its ``signature``; a finding of a catch-all kind (a
+kernel report, a hang, a task in D state) must carry one. What follows from the
+bug (a command that never returned, tasks left waiting: ``also``) is accepted only
+beside a symptom of its own. What the harness failed to prove is never a finding:
+a ``no-result`` or a lost guest with no matched report of the finding's own stays
+unexplained, and the run is inconclusive. A finding upstream has since fixed
+(``fixed_by``) is known only for builds whose source lacks that commit (a series
+on an older base); where the build has the fix, the same failure is new."""
 from __future__ import annotations
 
 import fnmatch
@@ -13,7 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from suite.errors import SuiteError
 from suite.paths import patches_dir
+from suite.signatures import matches
+from suite.symptoms import INFRASTRUCTURE
 
 if TYPE_CHECKING:
     from suite.report.page.model import Case
@@ -26,12 +38,13 @@ class UpstreamFinding:
     id: str
     title: str
     cases: tuple[str, ...]               # test names, as after "::" in a node id, or patterns
-    kinds: tuple[str, ...]               # the symptom kinds that are this finding
+    kinds: tuple[str, ...]               # the symptom kinds that are this finding's own
     seen: str = ""
     where: str = ""
-    # A regular expression the symptom's text must match as well, where a kind alone
-    # says too little: every lockdep report is ``kernel:lockdep``, and the known one of
-    # the zvol cases must not hide a new lock-order report in the same case.
+    # A regular expression each symptom of its own kinds must match (its signed text:
+    # ``kind: detail @ frames``), where a kind alone says too little: every panic is
+    # ``kernel:spl_panic``, every lockdep report ``kernel:lockdep``. Required for a
+    # catch-all kind (:data:`CATCH_ALL`).
     signature: str = ""
     # The upstream commit that fixes it: the finding is known only for a build whose
     # source lacks that commit (a series whose base predates the fix).
@@ -44,7 +57,21 @@ class UpstreamFinding:
     # Explore: ops whose failure of one of ``kinds`` is this finding (on kernels older
     # than ``linux_before``): counted and named as known, not shrunk again in a new shape.
     explore_ops: tuple[str, ...] = ()
-    explore_after: tuple[str, ...] = ()     # ... and only after an op of these kinds
+    explore_after: tuple[str, ...] = ()     # ... and only when the op that last changed
+    #                                         the first wrong byte is of these kinds
+    # What follows from the bug, accepted only beside a symptom of its own: the command
+    # a panic killed never returned (``no-result``), the tasks that waited on it.
+    also: tuple[str, ...] = ()
+    # Explore: the failing op was Direct I/O (O_DIRECT, or the dataset's direct=always).
+    explore_direct: bool = False
+    # Explore: a hang is this finding only when its tasks' stacks match this.
+    explore_hang_stack: str = ""
+    # A signature per kind (``[findings.signatures]``: kind = regex), where one
+    # expression cannot say each of its own kinds; the others take ``signature``.
+    signatures: tuple[tuple[str, str], ...] = ()
+
+    def signature_of(self, kind: str) -> str:
+        return dict(self.signatures).get(kind, self.signature)
 
     def lists(self, nodeid: str) -> bool:
         """The case is one of this finding's: named, or matched by a ``*`` pattern
@@ -54,28 +81,89 @@ class UpstreamFinding:
                    for c in self.cases)
 
     def accounts(self, symptom: str) -> bool:
-        """This symptom ("kind [row]: detail", or a bare kind) is this finding's."""
-        if symptom_kind(symptom) not in self.kinds:
+        """This symptom (its signed text, "kind [row]: detail @ frames", or a bare
+        kind) is this finding's own: one of its kinds, matching its signature."""
+        kind = symptom_kind(symptom)
+        if kind not in self.kinds:
             return False
-        return not self.signature or re.search(self.signature, symptom) is not None
+        sig = self.signature_of(kind)
+        return not sig or matches(sig, symptom)
+
+    def follows(self, symptom: str) -> bool:
+        """This symptom may follow from the finding (``also``), beside one of its own."""
+        return symptom_kind(symptom) in self.also
 
     def covers(self, nodeid: str, symptoms: list[str]) -> bool:
-        """The case is one of this finding's and failed by its symptoms alone."""
-        return (self.lists(nodeid) and bool(symptoms)
-                and all(self.accounts(s) for s in symptoms))
+        """The case is one of this finding's and failed by its symptoms alone: at
+        least one of its own, the rest its own or what follows from it."""
+        return (self.lists(nodeid) and any(self.accounts(s) for s in symptoms)
+                and all(self.accounts(s) or self.follows(s) for s in symptoms))
+
+
+# Kinds that say too little alone: any panic, any hang. A finding of one of them
+# carries a signature (the report's title and frames, the stack it waits in).
+CATCH_ALL = ("kernel:", "hang", "D-state", "killed", "teardown", "error:")
+# What may follow from a finding, beside a symptom of its own: never a finding alone.
+CONSEQUENCES = frozenset({"no-result", "hang", "D-state", "kernel:hung_task", "guest-lost",
+                          "backstop"})
+
+
+def catch_all(kind: str) -> bool:
+    return any(kind == c or (c.endswith(":") and kind.startswith(c)) for c in CATCH_ALL)
+
+
+def check(f: UpstreamFinding) -> list[str]:
+    """What is wrong with a finding's entry (empty: nothing): an infrastructure
+    kind of its own, a catch-all kind without a signature, a consequence that is
+    not one, a signature that is not a regular expression."""
+    out = []
+    for k in f.kinds:
+        if k in INFRASTRUCTURE:
+            out.append(f"kind {k!r}: what the harness failed to prove is never a finding "
+                       f"(put it in also = [...], beside a symptom of its own)")
+        elif catch_all(k) and not f.signature_of(k):
+            out.append(f"kind {k!r} says too little alone: give a signature (the report's "
+                       f"title or frames, the stack it waits in)")
+    for k in f.also:
+        if k not in CONSEQUENCES:
+            out.append(f"also {k!r}: only {', '.join(sorted(CONSEQUENCES))} may follow from a "
+                       f"finding")
+    for k in dict(f.signatures):
+        if k not in f.kinds:
+            out.append(f"signatures.{k}: not one of its kinds")
+    for what, rx in (("signature", f.signature), ("explore_hang_stack", f.explore_hang_stack),
+                     *((f"signatures.{k}", v) for k, v in f.signatures)):
+        try:
+            re.compile(rx)
+        except re.error as e:
+            out.append(f"{what} {rx!r} is not a regular expression: {e}")
+    if f.explore_hangs and not f.explore_hang_stack:
+        out.append("explore_hangs needs explore_hang_stack: an op is avoided only after a "
+                   "hang whose stacks match the known one")
+    return out
 
 
 def load(path: Path | None = None) -> list[UpstreamFinding]:
+    """The findings of ``path`` (default: the repository's), each checked
+    (:func:`check`): an entry that would match by kind alone is refused."""
     path = path or patches_dir() / FINDINGS_FILE
     if not path.exists():
         return []
     data = tomllib.loads(path.read_text())
-    return [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
-                            f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
-                            f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
-                            f.get("linux_before", ""), tuple(f.get("explore_ops", ())),
-                            tuple(f.get("explore_after", ())))
-            for f in data.get("findings", [])]
+    out = [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
+                           f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
+                           f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
+                           f.get("linux_before", ""), tuple(f.get("explore_ops", ())),
+                           tuple(f.get("explore_after", ())), tuple(f.get("also", ())),
+                           bool(f.get("explore_direct", False)),
+                           f.get("explore_hang_stack", ""),
+                           tuple(sorted((f.get("signatures") or {}).items())))
+           for f in data.get("findings", [])]
+    wrong = [f"{f.id}: {w}" for f in out for w in check(f)]
+    if wrong:
+        raise SuiteError(f"{path}: {len(wrong)} finding entr{'y' if len(wrong) == 1 else 'ies'} "
+                         f"would match more than their bug", fix="\n".join(wrong))
+    return out
 
 
 def symptom_kind(symptom: str) -> str:
@@ -87,9 +175,10 @@ def covering(nodeid: str, symptoms: list[str],
              findings: list[UpstreamFinding]) -> list[UpstreamFinding]:
     """The findings that together account for every one of a failed case's symptoms
     (one finding, or several that list the case: a corpus sequence can meet wrong
-    bytes and, on a debug kernel, a lockdep report of another cause), each symptom by
-    a finding of its kind whose signature it matches; [] when some symptom is none
-    of theirs."""
+    bytes and, on a debug kernel, a lockdep report of another cause): each symptom
+    a finding's own by kind and signature, or what follows from a finding one of
+    whose own symptoms is there too; [] when some symptom is none of theirs (or
+    the case has no symptom: nothing to match)."""
     one = next((f for f in findings if f.covers(nodeid, symptoms)), None)
     if one is not None:
         return [one]
@@ -101,6 +190,9 @@ def covering(nodeid: str, symptoms: list[str],
             return []
         if by not in used:
             used.append(by)
+    for s in symptoms:
+        if not any(f.accounts(s) for f in used) and not any(f.follows(s) for f in used):
+            return []
     return used
 
 

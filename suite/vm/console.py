@@ -145,7 +145,9 @@ def match_line(line: str, allow: list[Pattern[str]], rules: Iterable[Rule] = RUL
     return None
 
 
-CONTEXT = 12    # lines kept after a finding's line: a lockdep report names its locks there
+# Lines kept after a finding's line: a lockdep report names its locks there, and a
+# report's call trace gives the OpenZFS frames of its signature (suite/signatures.py).
+CONTEXT = 40
 
 
 def scan(text: str, allow: Iterable[str | Pattern[str]] = DEFAULT_ALLOW,

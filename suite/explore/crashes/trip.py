@@ -6,7 +6,7 @@ The signature is the kernel's headline with its numbers taken out (``VERIFY3U(
 offset, <, dn->dn_datablksz) failed (N < N)``, ``PANIC at dbuf.c:N:
 dbuf_whichblock()``), so the same bug tripped by another sequence counts as a
 repeat, not a new finding; a hang has no headline and is told apart by the op
-it stopped in and the frame its task waits in.
+it stopped in and the OpenZFS frames its tasks wait in (``suite/signatures.py``).
 """
 from __future__ import annotations
 
@@ -14,36 +14,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+# One definition of a kernel report's title and frames for the whole suite.
+from suite.signatures import frames, normalize, report_frames, signed
+
+__all__ = ["InFlight", "KINDS", "Trip", "frames", "kernel_trip", "normalize"]
+
 KINDS = ("kernel", "hang", "guest-lost")
-
-_NUMBER = re.compile(r"\b(0x[0-9a-fA-F]+|\d+)\b")
-_FRAME = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\?\s*)?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
-_STACK_FRAME = re.compile(r"^\s*\[<[0-9a-f]+>\]\s+([A-Za-z_][\w.]*)\+0x")
-# Frames every stack passes through: not what tells a bug apart.
-_PLUMBING = re.compile(r"^(dump_stack|show_stack|spl_|__schedule|schedule|io_schedule|"
-                       r"do_syscall|entry_SYSCALL|__x64_sys|x64_sys_call|ret_from_fork|kthread|"
-                       r"print_|panic|__warn|report_bug|handle_bug|exc_|asm_|cv_wait|"
-                       r"__cv_wait|taskq_|worker_thread|process_one_work|do_exit|"
-                       r"rwsem_down|down_|mutex_lock|__mutex_lock|rwsem|percpu_rwsem)")
-
-
-def normalize(text: str) -> str:
-    """``text`` with its numbers (values, addresses, line numbers) taken out."""
-    return _NUMBER.sub("N", text.strip())
-
-
-def frames(lines: Iterable[str], limit: int = 4) -> tuple[str, ...]:
-    """The first ``limit`` functions of a kernel stack (a report's call trace
-    ``func+0x../0x..``, or ``/proc/PID/stack``'s ``[<..>] func+0x..``), the
-    plumbing every stack shares left out."""
-    out: list[str] = []
-    for ln in lines:
-        m = _FRAME.match(ln) or _STACK_FRAME.match(ln)
-        if m and not _PLUMBING.match(m.group(1)) and m.group(1) not in out:
-            out.append(m.group(1))
-            if len(out) >= limit:
-                break
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -67,11 +43,33 @@ class Trip:
     evidence: str = ""                  # the folder its stacks and console went to
 
     def signature(self) -> tuple[str, ...]:
-        if self.kind == "hang":         # the stacks of a hang differ run to run
-            return ("hang", self.op_kind or "?")
+        """A kernel report: its title and top OpenZFS frames; a hang: the op it
+        stopped in and the OpenZFS frames its tasks wait in (sorted: which task's
+        stack is read first differs run to run); a lost guest: the op."""
+        if self.kind == "hang":
+            return ("hang", self.op_kind or "?", *self.waits())
         if self.kind == "guest-lost":
             return ("guest-lost", self.op_kind or "?")
-        return (self.kind, normalize(self.headline), *frames(self.lines, 2))
+        return (self.kind, normalize(self.headline), *report_frames(self.lines[1:], 2))
+
+    def waits(self) -> tuple[str, ...]:
+        """A hang's OpenZFS frames: the top two of each task's stack, sorted."""
+        out: set[str] = set()
+        task: list[str] = []
+        for ln in (*self.lines, "--- end"):
+            if ln.startswith("---"):
+                out.update(frames(task, 2, openzfs=True))
+                task = []
+            else:
+                task.append(ln)
+        return tuple(sorted(out))
+
+    def text(self) -> str:
+        """What a finding's ``signature`` is matched against: the kind, the
+        headline, the frames (a kernel report's top OpenZFS frames, a hang's
+        waits) and the report's lines."""
+        stack = self.waits() if self.kind == "hang" else report_frames(self.lines[1:], 3)
+        return signed(f"{self.kind}: {self.headline}", stack) + "\n" + "\n".join(self.lines)
 
     def label(self) -> str:
         at = f" in op {self.op} ({self.op_kind})" if self.op is not None else \

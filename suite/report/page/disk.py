@@ -253,7 +253,7 @@ def case_from_verdict(v: CaseVerdict, folder: Path, side: str = "", group: str =
                and isinstance(x, (int, float))) if isinstance(phases, dict) else 0.0
     c = Case(v.nodeid, status, v.outcome, why or v.reason,
              [SideResult(side or "result", v.outcome, v.reason)],
-             [str(s) for s in v.symptoms], seconds=secs, group=group)
+             [s.signed() for s in v.symptoms], seconds=secs, group=group)
     fill_from_folder(c, folder, side, False)
     return c
 

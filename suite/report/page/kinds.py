@@ -169,7 +169,7 @@ def gate(g: GateRun) -> Page:
             if v is None:
                 continue
             if not case.symptoms:
-                case.symptoms = [str(s) for s in v.symptoms]
+                case.symptoms = [s.signed() for s in v.symptoms]
             fill_from_folder(case, folder, side, True)
         cases.append(case)
     status = {0: "pass", 1: "fail"}.get(code, "inconclusive")
