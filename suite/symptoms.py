@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from suite.signatures import signed
+from suite.signatures import signed, title
 
 # Kinds that never count as a catch: the case proved nothing about the kernel.
 INFRASTRUCTURE = frozenset({"no-result", "unproven", "guest-lost", "guest-error",
@@ -94,6 +94,18 @@ class Symptom:
         """The symptom with the frames it stopped in (``kind: detail @ f1 < f2``):
         what a known finding's ``signature`` is matched against (suite/signatures.py)."""
         return signed(str(self), self.stack)
+
+    def signature(self) -> str:
+        """What tells this failure from another of its kind (the gate's "fails
+        differently"): a kernel report's title and top frames, the frames a task in
+        D state waits in; any other kind by its kind and row (its detail carries
+        counts that differ run to run)."""
+        if self.kind.startswith("kernel:"):
+            head = self.detail.split(": ", 1)[0] if self.kind == "kernel:lockdep" else self.detail
+            return signed(f"{self.kind}: {title(head)}", self.stack[:3])
+        if self.kind == "D-state":
+            return signed(self.kind, self.stack[:3])
+        return f"{self.kind} [{self.row}]" if self.row else self.kind
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -62,6 +62,25 @@ def test_classes(base, series, reruns, want):
     assert classify(N, base, series, reruns).cls == want
 
 
+def panic(title: str, *frames: str) -> CaseVerdict:
+    return CaseVerdict(N, "failed", [Symptom("kernel:spl_panic", f"[ 91.2] {title}", "",
+                                             frames),
+                                     Symptom("no-result", "the kernel reported spl_panic")])
+
+
+def test_a_head_failing_with_another_signature_than_its_base_is_a_regression():
+    known = panic("VERIFY0(len) failed (-131072)", "zfs_uio_pin_user_pages")
+    again = panic("VERIFY0(len) failed (-4096)", "zfs_uio_pin_user_pages")
+    other = panic("VERIFY(zio->io_abd != NULL) failed", "zio_done")
+    assert classify(N, known, again).cls == "still failing", "numbers are not a signature"
+    c = classify(N, known, other)
+    assert c.cls == "regression" and "zio->io_abd" in c.why, c.why
+    assert classify(N, v("failed", "EFAULT"), v("failed", "EFAULT", "wrong-bytes")).cls == \
+        "regression", "a new kind beside the old one"
+    assert classify(N, v("failed", "EFAULT", "wrong-bytes"), v("failed", "EFAULT")).cls == \
+        "still failing", "fewer symptoms is no new failure"
+
+
 def test_exit_codes():
     c = lambda cls: gate.CaseClass(N, cls, "")        # noqa: E731
     assert verdict([c("unchanged pass"), c("fixed")])[0] == 0

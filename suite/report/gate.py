@@ -7,7 +7,10 @@ base+series. Every case then falls in one class:
 - **regression**: passes on base, fails with the series (reproduced on rerun),
   or a series feature (not applicable on base) that fails: the gate fails;
 - **fixed**: fails on base, passes with the series;
-- **still failing**: fails on both (a finding on stock to chase, not the PR's);
+- **still failing**: fails on both with the same signatures (a finding on stock to
+  chase, not the PR's); a side that fails with a signature the base never showed
+  (another panic title, another row, another kind: ``Symptom.signature``) is a
+  **regression**;
 - **unchanged pass**: passes on both;
 - **not applicable on base**: skipped on base for want of the series' feature,
   passes with it;
@@ -60,6 +63,12 @@ def state(v: CaseVerdict | None) -> tuple[str, str]:
     return "fail", str(first)
 
 
+def signatures(v: CaseVerdict | None) -> set[str]:
+    """The signatures of what a side failed by (what the harness failed to prove
+    left out)."""
+    return {s.signature() for s in (v.symptoms if v else []) if s.kind not in INFRASTRUCTURE}
+
+
 @dataclass
 class CaseClass:
     nodeid: str
@@ -94,7 +103,12 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
     elif (b, s) == ("fail", "pass"):
         c.cls, c.why = "fixed", f"on base: {bwhy}"
     elif (b, s) == ("fail", "fail"):
-        c.cls, c.why = "still failing", f"base: {bwhy}; series: {swhy}"
+        new = sorted(signatures(series) - signatures(base))
+        if new:
+            c.cls, c.why = "regression", (f"fails with a new signature: {'; '.join(new)} "
+                                          f"(base: {bwhy})")
+        else:
+            c.cls, c.why = "still failing", f"base: {bwhy}; series: {swhy}"
     else:                                   # passes on base, fails with the series
         rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
         if not rs and not rb:
