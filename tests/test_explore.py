@@ -1112,7 +1112,7 @@ def test_exploring_goes_on_past_a_finding_and_shrinks_each_kind_once(ddir: Path)
     logs: list[str] = []
     s = Settings(str(root), root / "engine", root / "explore", n_ops=12,
                  file_size_max=128 << 10, shrink_tries=20, max_findings=5)
-    res = explore(LocalRunner("--tamper-after-data", "3"), s, 7, parse_budget("12x"), ALIGNED,
+    res = explore(LocalRunner("--tamper-after-data", "3"), s, 2, parse_budget("12x"), ALIGNED,
                   log=logs.append)
     sigs = [signature(f.original, f.verdict) for f in res.findings]
     assert len(sigs) == len(set(sigs)) >= 1

@@ -203,12 +203,21 @@ def test_a_hang_is_several_times_the_slowest_op_scaled_and_setup_has_its_own():
     assert p.stalled(180.0) is None and p.stalled(191.0) is not None
 
 
+PIPE_WAIT = ("--- pid 5 (python3) state=S wchan=pipe_read ---", "[<0>] pipe_read+0x2a/0x400")
+
+
 def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: Path):
     splice = UpstreamFinding("sendfile-from-direct-always-moves-nothing", "t", (), ("hang",),
-                             explore_hangs=("splice", "sendfile"), linux_before="6.5")
-    hang = Trip("hang", "no progress for 95s in op 12 (splice)", 12, "splice", (), True)
+                             explore_hangs=("splice", "sendfile"), linux_before="6.5",
+                             explore_hang_stack="pipe_read", explore_direct=True)
+    hang = Trip("hang", "no progress for 95s in op 12 (splice)", 12, "splice", PIPE_WAIT, True)
     assert known_hang(hang, "6.1.0-57-amd64", [splice]) is splice
     assert known_hang(hang, "6.12.95+deb12-amd64", [splice]) is None
+    assert known_hang(hang, "6.1.0-57-amd64", [splice], direct=False) is None, \
+        "a buffered splice that hangs is not the Direct I/O finding"
+    elsewhere = Trip("hang", "no progress", 12, "splice", ("--- pid 5 (python3) state=D ---",
+                                                           "[<0>] zfs_rangelock_enter+0x3/0x9 [zfs]"))
+    assert known_hang(elsewhere, "6.1.0-57-amd64", [splice]) is None, "another stack: new"
     assert known_hang(Trip("hang", "x", 1, "pwrite"), "6.1.0", [splice]) is None
     assert older("6.1.0-57-amd64", "6.5") and not older("weird", "6.5")
 
@@ -225,7 +234,7 @@ def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: 
                 if op["op"] == "splice":
                     self.spliced += 1
                     return RunOutput(lines, None, "", Trip("hang", "no progress", i, "splice",
-                                                           (), True))
+                                                           PIPE_WAIT, True))
                 lines.append(ok_line(i, op["op"]))
             lines.append({"event": "explore-done", "ok": True, "failed_at": None})
             return RunOutput(lines, 0, "")
@@ -251,9 +260,12 @@ def test_a_known_upstream_failure_in_a_new_shape_is_named_not_shrunk_on_old_kern
     assert known_failure("short", "pwrite", "6.1.0-57-amd64", findings) is None
     assert known_failure("crash-lost", "sendfile", "6.1.0-57-amd64", findings) is None
     assert known_failure(None, "sendfile", "6.1.0", findings) is None
-    rb = known_failure("wrong-bytes", "verify", "6.12.0", findings, ["snapshot", "rollback"])
+    assert known_failure("short", "sendfile_out", "6.1.0-57-amd64", findings, direct=False) \
+        is None, "buffered, on a dataset of direct=standard: not the Direct I/O finding"
+    rb = known_failure("wrong-bytes", "verify", "6.12.0", findings, "rollback")
     assert rb is not None and rb.id == "rollback-keeps-cached-pages"
-    assert known_failure("wrong-bytes", "verify", "6.12.0", findings, ["snapshot"]) is None
+    assert known_failure("wrong-bytes", "verify", "6.12.0", findings, "pwrite") is None, \
+        "a write after the rollback laid the wrong byte down: not the rollback's"
 
 
 def test_the_session_counts_an_upstream_failure_as_known(tmp_path: Path, monkeypatch):
@@ -278,3 +290,151 @@ def test_the_session_counts_an_upstream_failure_as_known(tmp_path: Path, monkeyp
     s.kernel_release = "6.12.0"
     r = explore(Short(), s, 1, parse_budget("3x"), Choices(), log=lambda m: None)
     assert r.findings and r.known == 0
+
+
+class _Guest:
+    """A guest whose engine command prints ``lines`` and then runs until killed."""
+    engine_dir_made = True
+
+    def __init__(self, lines: list[dict[str, Any]], ends: bool) -> None:
+        self.bg = _Bg("\n".join(json.dumps(ln) for ln in lines) + "\n", ends)
+
+    def put(self, local, remote) -> None:
+        pass
+
+    def background(self, cmd, timeout=30.0, waited=False) -> "_Bg":
+        return self.bg
+
+
+@dataclass
+class _Result:
+    stdout: str
+    rc: int | None
+    stderr: str = ""
+
+
+class _Bg:
+    def __init__(self, out: str, ends: bool) -> None:
+        self.out, self.ends, self.signals, self.lost = out, ends, [], False
+
+    def poll(self, seconds: float) -> bool:
+        return self.ends or bool(self.signals)
+
+    def result(self) -> _Result:
+        return _Result(self.out, 0 if self.ends else (None if not self.signals else -15))
+
+    def signal(self, sig: str) -> None:
+        self.signals.append(sig)
+
+
+@dataclass
+class _Engine:
+    guest: _Guest
+    scale: float = 1.0
+
+    def command(self, *args: str) -> str:
+        return "python3 -m suite.ioengine " + " ".join(args)
+
+
+WARN = Finding("warning", "warning", "[  77.1] WARNING: CPU: 0 PID: 412 at mm/gup.c:2105 "
+               "try_grab_folio+0x1f/0x2a0", 3,
+               ("Call Trace:", " zfs_uio_get_dio_pages_alloc+0x12/0x90 [zfs]",
+                " zfs_write+0x55/0x400 [zfs]"))
+
+
+@pytest.mark.parametrize("ends", [False, True], ids=["in-flight", "just-ended"])
+def test_a_kernel_warning_during_a_sequence_is_a_trip_naming_the_op(tmp_path: Path, ends):
+    from suite.explore.crashes.stream import StreamingRunner
+    lines = [{"event": "begin", "i": 0, "op": "pwrite"}, ok_line(0, "pwrite"),
+             {"event": "begin", "i": 1, "op": "pwritev"}]
+    if ends:
+        lines += [ok_line(1, "pwritev"), {"event": "explore-done", "ok": True}]
+    guest = _Guest(lines, ends)
+    asked: list[int] = []
+
+    def console() -> list[Finding]:     # empty when the run begins, then the WARNING
+        asked.append(1)
+        return [] if len(asked) == 1 else [WARN]
+    runner = StreamingRunner(_Engine(guest), console=console)
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    out = runner.run_sequence(seq, "/p/f.bin", 60)
+    assert out.trip is not None and out.trip.kind == "kernel:warning"
+    assert (out.trip.op, out.trip.op_kind) == (1, "pwritev")
+    assert not out.trip.guest_fit, "a kernel that warned is replaced"
+    assert out.trip.signature()[2:] == ("zfs_uio_get_dio_pages_alloc", "zfs_write")
+    assert guest.bg.signals[:1] == ([] if ends else ["TERM"])
+
+
+def test_a_quiet_console_is_no_trip(tmp_path: Path):
+    from suite.explore.crashes.stream import StreamingRunner
+    lines = [{"event": "begin", "i": 0, "op": "pwrite"}, ok_line(0, "pwrite"),
+             {"event": "explore-done", "ok": True}]
+    runner = StreamingRunner(_Engine(_Guest(lines, True)), console=lambda: [])
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    assert runner.run_sequence(seq, "/p/f.bin", 60).trip is None
+
+
+def test_two_corruptions_seen_at_verify_are_told_apart_by_the_op_that_laid_them_down():
+    from suite.explore.cause import cause, label
+    from suite.explore.judge import Verdict
+    from suite.explore.ops import Op
+    ops = (Op("pwrite", direct=True, off=0, len=8192, data=1), Op("snapshot", data=1),
+           Op("pwrite", off=8192, len=4096, data=2), Op("rollback", data=1),
+           Op("pwrite", direct=True, off=16384, len=4096, data=3), Op("verify"))
+    seq = Sequence(1, ops=ops)
+    assert label(cause(seq, 5, 100)) == "after rollback"
+    assert label(cause(seq, 5, 17000)) == "after pwrite O_DIRECT"
+    assert label(cause(Sequence(1, ops=(Op("verify"),)), 0, 5)) == "after the initial content"
+    a = signature(seq, Verdict("failed", 5, "wrong-bytes", "", 100))
+    b = signature(seq, Verdict("failed", 5, "wrong-bytes", "", 17000))
+    assert a != b and a[:4] == b[:4] == ("wrong-bytes", "verify", "sync", "buffered")
+
+
+def test_a_kernel_report_is_known_by_its_signature_never_by_its_kind():
+    from suite.explore.crashes.avoid import known_report
+    from suite.report.upstream import load
+    findings = load()
+    lock = Finding("lockdep", "error", "[ 9.1] WARNING: possible circular locking dependency "
+                   "detected", 3, ("python3/912 is trying to acquire lock:",
+                                   "(&dn->dn_dbufs_mtx){+.+.}, at: dbuf_free_range+0x9a/0x5f0 [zfs]",
+                                   "but task is already holding lock:",
+                                   "(&ms->ms_lock){+.+.}, at: metaslab_check_free+0x2/0x9 [zfs]"))
+    trip = kernel_trip(lock, (3, "truncate"))
+    assert known_report(trip, "6.1.0", findings).id == "dbufs-mtx-ms-lock-lockdep-class"
+    other = Finding("lockdep", "error", "[ 9.1] WARNING: possible circular locking dependency "
+                    "detected", 3, ("(&zp->z_rangelock){+.+.}, at: zfs_rangelock_enter",
+                                    "(&zfsvfs->z_hold_mtx){+.+.}, at: zfs_zget"))
+    assert known_report(kernel_trip(other, (3, "truncate")), "6.1.0", findings) is None
+    warn = Finding("warning", "warning", "[ 9.1] WARNING: CPU: 0 PID: 4 at mm/gup.c:1 x", 3, ())
+    assert known_report(kernel_trip(warn, (1, "pwrite")), "6.1.0", findings) is None
+
+
+def test_a_run_that_proved_nothing_gets_a_fresh_guest_and_exploring_goes_on(tmp_path: Path):
+    class Mute:
+        """Guest 0 never says it is done; the guests after it run everything."""
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            ops = json.loads(seq_file.read_text())["ops"]
+            if self.n == 0:
+                return RunOutput([{"event": "begin", "i": 0, "op": ops[0]["op"]}], 1, "KeyError")
+            lines = []
+            for i, op in enumerate(ops):
+                lines += [{"event": "begin", "i": i, "op": op["op"]}, ok_line(i, op["op"])]
+            lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+            return RunOutput(lines, 0, "")
+
+    boots: list[str] = []
+
+    def renew(why: str) -> Fresh:
+        boots.append(why)
+        return Fresh(Mute(len(boots)), lambda seq: None)
+
+    ex = Explorer(Mute(0), settings(tmp_path), Choices(), log=lambda _: None, renew=renew)
+    res = ex.run(1, parse_budget("5x"))
+    assert len(res.no_result) == 1 and len(boots) == 1 and "proved nothing" in boots[0]
+    assert len(res.runs) == 5 and all(r["state"] == "ok" for r in res.runs[1:])
+    assert res.summary()["boots"] == 1

@@ -7,7 +7,8 @@ suppressions, a failure whose signature an earlier run already found (the
 base's or master's ``explore/summary.json``) is counted and named, not shrunk,
 so the budget goes to what is new. The signature is the one that tells
 findings apart within a run (:func:`suite.explore.session.signature`): the
-symptom kind and the failing op's kind, interface and O_DIRECT-ness. A known
+symptom kind, the failing op's kind, interface and O_DIRECT-ness, and for wrong
+bytes the op that laid them down (:mod:`suite.explore.cause`). A known
 failure stops its own sequence (the engine stops at the first failed op), so
 what it hides is only what that sequence would have met later.
 """
@@ -57,7 +58,7 @@ def _derived(summary: Path, finding: dict[str, Any], runs: list[dict[str, Any]])
     if run is None or not original.is_file():
         return None
     return failure_signature(str(run["kind"]), Sequence.from_json(original.read_text()),
-                             run.get("failed_at"))
+                             run.get("failed_at"), run.get("first_wrong_byte"))
 
 
 def read_known(paths: list[Path]) -> dict[Signature, Known]:

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
-from suite.explore.crashes.avoid import known_failure, known_hang
+from suite.explore.crashes.avoid import known_failure, known_hang, known_report
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
+from suite.explore.cause import cause, direct, label as cause_label
 from suite.explore.cover import Cover
 from suite.explore.resume import past_known, sequences_run
 from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables
@@ -174,12 +175,14 @@ class ExploreResult:
 
 
 def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
-    """What tells two failures apart before shrinking: the symptom kind and the
-    failing op's kind, interface and O_DIRECT-ness (``wrong-bytes pread sync
-    direct``); a run the kernel cut short, the kernel's report (``Trip.signature``)."""
+    """What tells two failures apart before shrinking: the symptom kind, the
+    failing op's kind, interface and O_DIRECT-ness, and for wrong bytes the op
+    that last changed the first wrong one (``wrong-bytes verify sync buffered
+    after rollback``: :mod:`.cause`); a run the kernel cut short, the kernel's
+    report (``Trip.signature``: title and top OpenZFS frames)."""
     if v.trip is not None:
         return v.trip.signature()
-    return failure_signature(v.kind, seq, v.failed_at)
+    return failure_signature(v.kind, seq, v.failed_at, v.first_wrong_byte)
 
 
 def same_failure(v: Verdict, r: Verdict) -> bool:
@@ -190,12 +193,16 @@ def same_failure(v: Verdict, r: Verdict) -> bool:
                               r.trip.signature() == v.trip.signature())
 
 
-def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None) -> tuple[str, ...]:
+def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,
+                      first_wrong_byte: int | None = None) -> tuple[str, ...]:
     """:func:`signature` from its parts (a summary's run records them)."""
     op = seq.ops[failed_at] if failed_at is not None and 0 <= failed_at < len(seq.ops) else None
     if op is None:
         return (kind or "no-result",)
-    return (kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
+    sig = (kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
+    if first_wrong_byte is None:
+        return sig
+    return (*sig, cause_label(cause(seq, failed_at, first_wrong_byte)))
 
 
 Declare = Callable[[str, set[str]], None]
@@ -209,6 +216,7 @@ class Fresh:
 
 
 Renew = Callable[[str], Fresh]      # renew(why): boot a fresh guest, pool and dataset
+MAX_NO_RESULTS = 3                  # runs in a row that proved nothing, each on a fresh guest
 POWER_WAIT_S = 900.0                # how long a power_cut op waits for the cut (the boot is after)
 
 
@@ -386,6 +394,7 @@ class Explorer:
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
         resume, resumes = None, 0       # the sequence again past a known finding's op
+        no_results = 0                  # in a row: a harness that proves nothing stops it
         while resume or budget.allows(sequences_run(result.runs), self.clock() - t0):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
@@ -402,6 +411,7 @@ class Explorer:
             result.runs.append({"k": k, "seed": seq.seed, "resumed": resumes,
                                 "state": v.state, "kind": v.kind,
                                 "failed_at": v.failed_at, "ops": len(seq.ops),
+                                "first_wrong_byte": v.first_wrong_byte,
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
                                 "refused": len(v.refused), "leaves": v.leaves,
                                 "seconds": round(self.clock() - t, 2),
@@ -413,16 +423,29 @@ class Explorer:
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
-                break
+                if self.renew is None or no_results >= MAX_NO_RESULTS:
+                    break
+                no_results += 1         # the harness proved nothing: a fresh guest, go on
+                self.log(f"explore: sequence {k} (seed {seq.seed}) proved nothing "
+                         f"({v.why[:160]}); a fresh guest, and on")
+                self.replace_guest(f"seed {seq.seed} proved nothing: {v.why[:160]}")
+                k += 1
+                continue
+            no_results = 0
             if v.trip is not None:
                 result.trips.append({"k": k, "seed": seq.seed, **v.trip.to_dict()})
-            hang = known_hang(v.trip, self.s.kernel_release, self.s.upstream) \
-                if v.trip is not None else None
-            failing = seq.ops[v.failed_at].op if v.failed and v.failed_at is not None and \
+            failing_op = seq.ops[v.failed_at] if v.failed and v.failed_at is not None and \
                 0 <= v.failed_at < len(seq.ops) else None
+            failing = failing_op.op if failing_op is not None else None
+            asked_direct = failing_op is None or direct(seq, failing_op)
+            hang = known_hang(v.trip, self.s.kernel_release, self.s.upstream, asked_direct) \
+                if v.trip is not None else None
+            report = known_report(v.trip, self.s.kernel_release, self.s.upstream) \
+                if v.trip is not None else None
+            laid = cause(seq, v.failed_at, v.first_wrong_byte)
             upstream = known_failure(v.kind, failing, self.s.kernel_release, self.s.upstream,
-                                     [o.op for o in seq.ops[:v.failed_at or 0]]) \
-                if v.trip is None else None
+                                     laid.op if laid is not None else None, asked_direct) \
+                if v.trip is None else report
             if self.dead:           # nothing can replace a guest that tripped
                 result.no_result.append((seq.seed, replace(
                     v, why=f"{v.why} (no fresh guest could follow: {self.dead})")))
@@ -439,7 +462,8 @@ class Explorer:
                     result.known += 1
                     name = upstream.id if upstream else self.s.known[sig].label()
                     result.runs[-1]["known"] = name
-                    resume = past_known(seq, v, resumes) if upstream else None
+                    resume = past_known(seq, v, resumes) if upstream and v.trip is None \
+                        else None
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as a known "
                              f"finding: {name} ({v.kind} in {failing}); not shrunk" +
                              ("; run again without that op" if resume else ""))

@@ -3,10 +3,14 @@ one: like syzkaller disabling a call that hangs the kernel it runs on, explore
 avoids that op from then on (what ``--explore-avoid`` does by hand) and says so.
 
 Which hangs are known comes from ``patches/upstream/findings.toml``: a finding's
-``explore_hangs`` (op kinds) and ``linux_before`` (a kernel version; the guest's
-release must be older). The caller passes the findings in (data, read by the case).
-A failure that is not a hang is a known finding the same way (:func:`known_failure`):
-its kind one of the finding's ``kinds``, its op one of its ``explore_ops``; counted and
+``explore_hangs`` (op kinds), ``explore_hang_stack`` (what its tasks wait in: a
+hang of the same op elsewhere is not this one), ``explore_direct`` and
+``linux_before`` (a kernel version; the guest's release must be older). The caller
+passes the findings in (data, read by the case). A failure that is not a hang is a
+known finding the same way (:func:`known_failure`): its kind one of the finding's
+``kinds``, its op one of its ``explore_ops``, the op that caused the wrong bytes one
+of its ``explore_after``; a kernel report by the finding's signature
+(:func:`known_report`: its title and frames, never its kind alone). Counted and
 named, not shrunk again (the finding met in a new shape is not a new finding).
 """
 from __future__ import annotations
@@ -29,30 +33,54 @@ def older(release: str, than: str) -> bool:
     return bool(have) and bool(limit) and have < limit
 
 
-def known_hang(trip: Trip, release: str, findings: Iterable[Any]) -> Any | None:
-    """The known finding (an ``UpstreamFinding``) this hang is on this kernel, or None."""
+def on_kernel(f: Any, release: str) -> bool:
+    """The finding stands on this kernel (``linux_before``: older ones only)."""
+    return not getattr(f, "linux_before", "") or older(release, f.linux_before)
+
+
+def known_hang(trip: Trip, release: str, findings: Iterable[Any],
+               direct: bool = True) -> Any | None:
+    """The known finding (an ``UpstreamFinding``) this hang is on this kernel, or
+    None: its op one of the finding's ``explore_hangs``, its tasks' stacks matching
+    its ``explore_hang_stack``, and Direct I/O asked for where it says so."""
     if trip.kind != "hang" or not trip.op_kind:
         return None
+    stacks = "\n".join(trip.lines)
     for f in findings:
-        hangs = getattr(f, "explore_hangs", ())
-        if trip.op_kind in hangs and (not getattr(f, "linux_before", "")
-                                      or older(release, f.linux_before)):
+        stack = getattr(f, "explore_hang_stack", "")
+        if trip.op_kind in getattr(f, "explore_hangs", ()) and stack and \
+                re.search(stack, stacks) and (direct or not getattr(f, "explore_direct", False)) \
+                and on_kernel(f, release):
+            return f
+    return None
+
+
+def known_report(trip: Trip, release: str, findings: Iterable[Any]) -> Any | None:
+    """The known finding a kernel report is: one of its kinds, matching its
+    signature (title, frames); a finding without a signature claims none."""
+    if not trip.kind.startswith("kernel:"):
+        return None
+    text = trip.text()
+    for f in findings:
+        sig = f.signature_of(trip.kind) if trip.kind in f.kinds else ""
+        if sig and re.search(sig, text) and on_kernel(f, release):
             return f
     return None
 
 
 def known_failure(kind: str | None, op_kind: str | None, release: str,
-                  findings: Iterable[Any], before: Iterable[str] = ()) -> Any | None:
+                  findings: Iterable[Any], cause: str | None = None,
+                  direct: bool = True) -> Any | None:
     """The known finding (an ``UpstreamFinding``) a failure of ``kind`` in an op of
-    ``op_kind``, after ops of the kinds ``before``, is on this kernel, or None (a
-    finding's ``explore_after``: one of those ops must have come first)."""
+    ``op_kind`` is on this kernel, or None: the op that last changed the first wrong
+    byte (``cause``, its kind) one of the finding's ``explore_after`` where it names
+    any, and Direct I/O asked for (``direct``) where its ``explore_direct`` says so."""
     if not kind or not op_kind:
         return None
-    earlier = set(before)
     for f in findings:
         after = getattr(f, "explore_after", ())
         if op_kind in getattr(f, "explore_ops", ()) and kind in f.kinds and \
-                (not after or earlier & set(after)) and \
-                (not getattr(f, "linux_before", "") or older(release, f.linux_before)):
+                (not after or cause in after) and \
+                (direct or not getattr(f, "explore_direct", False)) and on_kernel(f, release):
             return f
     return None

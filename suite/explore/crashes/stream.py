@@ -8,6 +8,11 @@ exception:
 
 - the kernel reports a dead thread (the guest's tripwire: a failed VERIFY, a
   PANIC, an Oops, a BUG): the report's lines from the case's console;
+- the kernel reports anything else (a WARNING, KASAN, KFENCE, UBSAN, slab
+  corruption, lockdep, a hung task: every kind of ``suite.vm.console``, less its
+  allow-list): the command is stopped there, the op in flight (or the op that
+  just ended) named: a Direct I/O page-reference bug shows first as one WARNING
+  and then as corruption somewhere else;
 - the guest goes away (qemu exits, SSH dies, no heartbeat);
 - no progress (:mod:`.pace`): the stacks of the engine's tasks and of every
   task in D state are kept, the command is killed, and the guest is kept only
@@ -28,6 +33,7 @@ from suite.explore.crashes.pace import Pace, Progress
 from suite.explore.crashes.trip import InFlight, Trip, kernel_trip
 from suite.explore.session import RunOutput
 from suite.guest.evidence import DSTATE_SCRIPT
+from suite.guest.lifecycle import TRIP_KINDS
 
 POLL_S = 1.0
 # The engine's tasks (the resident server's forked children run its code): state,
@@ -43,6 +49,17 @@ done
 true
 """
 Console = Callable[[], list[Any]]       # the case's console findings so far (CaseWatch.seen)
+
+
+def first_report(said: list[Any]) -> Any:
+    """The report that names a trip: a panic, else one of a dead thread (what ended
+    the run: :data:`TRIP_KINDS`), else the first the kernel printed."""
+    for pick in (lambda f: getattr(f, "severity", "") == "fatal",
+                 lambda f: getattr(f, "kind", "") in TRIP_KINDS, lambda f: True):
+        found = next((f for f in said if pick(f)), None)
+        if found is not None:
+            return found
+    raise ValueError("no kernel report")
 
 
 class StreamingRunner:
@@ -77,6 +94,9 @@ class StreamingRunner:
         try:
             while not bg.poll(POLL_S):
                 lines = parse_lines(bg.result().stdout)
+                said = self._reported(seen_before)
+                if said:
+                    return self._reported_trip(bg, said, out, t0)
                 cut = next((ln for ln in lines if ln.get("event") == "power-cut"), None)
                 if cut is not None and self.on_cut is not None:
                     out.write_text(bg.result().stdout)
@@ -98,11 +118,47 @@ class StreamingRunner:
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
         progress.see(lines, self.clock())
+        said = self._reported(seen_before)
+        if said:                # raised by the last op, seen once the command ended
+            return self._reported_trip(bg, said, out, t0)
         if bg.lost:             # the channel closed with no status: a guest gone, or a kill
             if not guest.answers():
                 return self._tripped(GuestError("the guest went away while the sequence "
                                                 "ran"), lines, out, seen_before, t0, r.stdout)
         return RunOutput(lines, r.rc, r.stderr)
+
+    def _reported(self, seen_before: int) -> list[Any]:
+        """The kernel reports the console showed since the run began."""
+        return list((self.console() if self.console else [])[seen_before:])
+
+    def _reported_trip(self, bg: Any, said: list[Any], out: Path, t0: float) -> RunOutput:
+        """The kernel reported something while the sequence ran: stop it there (a
+        kernel that warned is no longer the one the model describes) and name the
+        op in flight, else the last op that ended; the guest is replaced (a
+        lockdep report turns lockdep off for the rest of its boot, a WARNING taints)."""
+        self._stop(bg)
+        r = bg.result()
+        out.write_text(r.stdout)
+        lines = parse_lines(r.stdout)
+        flight = InFlight.of(lines)
+        op = flight.op()
+        if op[0] is None and flight.done:
+            last = max(flight.done)
+            op = (last, flight.begun.get(last, ""))
+        return RunOutput(lines, None, r.stderr, kernel_trip(first_report(said), op,
+                                                            self.clock() - t0))
+
+    def _stop(self, bg: Any) -> None:
+        """End the command: TERM, then KILL; a guest that no longer answers is left."""
+        scale = self.engine.scale
+        for sig in ("TERM", "KILL"):
+            if self._ended(bg):
+                return
+            try:
+                bg.signal(sig)
+                bg.poll(5 * scale)
+            except GuestError:
+                return
 
     def _tripped(self, e: GuestError, lines: list[dict[str, Any]], out: Path, seen_before: int,
                  t0: float, stdout: str = "") -> RunOutput:
@@ -110,10 +166,9 @@ class StreamingRunner:
         out.write_text(stdout)
         op = InFlight.of(lines).op()
         secs = self.clock() - t0
-        report = [f for f in (self.console() if self.console else [])[seen_before:]
-                  if getattr(f, "severity", "") in ("fatal", "error")]
+        report = self._reported(seen_before)
         if report:
-            trip = kernel_trip(report[0], op, secs)
+            trip = kernel_trip(first_report(report), op, secs)
         elif isinstance(e, KernelTripped):
             trip = Trip("kernel:trip", e.what.split(" while running:")[0][:300], op[0], op[1],
                         (e.what,), False, secs)
@@ -132,14 +187,7 @@ class StreamingRunner:
                                check=False, log=False).stdout
         except GuestError:
             pass
-        for sig in ("TERM", "KILL"):
-            try:
-                bg.signal(sig)
-                bg.poll(5 * scale)
-            except GuestError:
-                break
-            if self._ended(bg):
-                break
+        self._stop(bg)
         fit = False
         try:
             left = guest.run(DSTATE_SCRIPT, timeout=30 * scale, check=False, log=False).stdout

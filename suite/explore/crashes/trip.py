@@ -67,9 +67,10 @@ class Trip:
     def text(self) -> str:
         """What a finding's ``signature`` is matched against: the kind, the
         headline, the frames (a kernel report's top OpenZFS frames, a hang's
-        waits) and the report's lines."""
+        waits) and the report's lines, on one line (a lockdep signature names two
+        locks its report prints lines apart)."""
         stack = self.waits() if self.kind == "hang" else report_frames(self.lines[1:], 3)
-        return signed(f"{self.kind}: {self.headline}", stack) + "\n" + "\n".join(self.lines)
+        return signed(f"{self.kind}: {self.headline}", stack) + " | " + " | ".join(self.lines)
 
     def label(self) -> str:
         at = f" in op {self.op} ({self.op_kind})" if self.op is not None else \

@@ -1,0 +1,56 @@
+"""Which op caused wrong bytes: the last op before the failing one that changed
+the first wrong byte (a write over it, a punch, a clone into it, a truncate that
+cut it, a rollback, which changes every byte).
+
+Every sequence ends with a ``verify`` (sync, buffered), so the op that *shows*
+wrong bytes says little: two corruptions seen at verify are told apart by what
+laid the bytes down. The cause is part of a data failure's signature
+(:func:`suite.explore.session.signature`) and what a known finding's
+``explore_after`` names (a rollback between a write and the read).
+"""
+from __future__ import annotations
+
+from suite.explore.ops import Op, Sequence
+
+# Ops that change every byte of the target at once.
+WHOLE = ("rollback",)
+# Ops that lay bytes down over [off, off + len) of the target.
+RANGED = ("pwrite", "pwritev", "mmap_write", "punch_hole", "zero_range", "copy_range",
+          "clone_range", "sendfile", "splice", "vmsplice_in", "actors", "power_cut", "tamper")
+
+
+def changes(op: Op, byte: int) -> bool:
+    """``op`` changed the byte at file offset ``byte``."""
+    if op.op in WHOLE:
+        return True
+    if op.op == "truncate":
+        return op.size <= byte          # cut it (a later grow reads it as zero)
+    if op.op in RANGED:
+        length = op.len * max(1, op.segs) if op.op == "power_cut" else op.len
+        return op.off <= byte < op.off + length
+    return False
+
+
+def cause(seq: Sequence, failed_at: int | None, byte: int | None) -> Op | None:
+    """The last op before ``failed_at`` that changed ``byte`` (None: the initial
+    content, or nothing to go by)."""
+    if failed_at is None or byte is None:
+        return None
+    for op in reversed(seq.ops[:max(0, failed_at)]):
+        if changes(op, byte):
+            return op
+    return None
+
+
+def label(op: Op | None) -> str:
+    """``after pwrite O_DIRECT``, ``after rollback``, ``after the initial content``."""
+    if op is None:
+        return "after the initial content"
+    how = "" if op.op in WHOLE or op.op == "truncate" else \
+        (" O_DIRECT" if op.direct else " buffered")
+    return f"after {op.op}{how}"
+
+
+def direct(seq: Sequence, op: Op) -> bool:
+    """``op`` asked for Direct I/O: O_DIRECT, or a dataset of ``direct=always``."""
+    return op.direct or seq.props.get("direct") == "always"
