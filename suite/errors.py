@@ -29,6 +29,15 @@ class SourceError(SuiteError):
     """A git source (URL, ref, local dir) could not be used."""
 
 
+class SourceUnreachable(SourceError):
+    """The source's URL did not answer (no network, no mirror): the one build
+    failure that says nothing about the build. ``url`` names it."""
+
+    def __init__(self, url: str, what: str, fix: str = "", detail: str = "") -> None:
+        self.url = url
+        super().__init__(what, fix, detail)
+
+
 class SeriesError(SuiteError):
     """A patch series is unknown, malformed, or does not apply."""
 

@@ -72,3 +72,54 @@ def _results_elsewhere(tmp_path_factory: pytest.TempPathFactory,
     bugs left an empty report there on every self-test run)."""
     if "OZFS_VMCI_RESULTS" not in os.environ:
         monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path_factory.mktemp("results")))
+
+
+class VmSelfTests:
+    """How many self-tests that boot a guest (``-m vm``) ran, and why the others
+    skipped: said at the end of every run, so a green run that booted nothing says
+    so. With ``OZFS_VMCI_REQUIRE_VM=1`` (the workflow's KVM job) a run in which
+    none of them ran fails."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, str] = {}          # nodeid -> passed | failed | skipped
+        self.reasons: dict[str, int] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if "vm" not in report.keywords:
+            return
+        if report.skipped:
+            self.outcomes[report.nodeid] = "skipped"
+            why = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            why = str(why).removeprefix("Skipped: ")
+            self.reasons[why] = self.reasons.get(why, 0) + 1
+        elif report.when == "call" or report.failed:
+            if self.outcomes.get(report.nodeid) != "failed":
+                self.outcomes[report.nodeid] = "failed" if report.failed else "passed"
+
+    def line(self) -> str:
+        n = {k: sum(1 for v in self.outcomes.values() if v == k)
+             for k in ("passed", "failed", "skipped")}
+        ran = n["passed"] + n["failed"]
+        why = "; ".join(f"{r} ({c})" for r, c in sorted(self.reasons.items(), key=lambda x: -x[1]))
+        return (f"VM self-tests: {ran} ran ({n['passed']} passed, {n['failed']} failed), "
+                f"{n['skipped']} skipped" + (f": {why}" if why else ""))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.outcomes:
+            terminalreporter.write_line(self.line())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        required = os.environ.get("OZFS_VMCI_REQUIRE_VM") == "1"
+        ran = sum(1 for v in self.outcomes.values() if v != "skipped")
+        if required and not ran and exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            tr = session.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line("OZFS_VMCI_REQUIRE_VM=1, and no VM self-test ran: "
+                              + self.line(), red=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is None:    # the controller sees every report
+        config.pluginmanager.register(VmSelfTests(), "ozfs-vmci-vm-selftests")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from suite.plugin.fixtures import UNREACHABLE
+
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +57,21 @@ def test_unreachable_source_errors_the_cases_and_fails_the_run(pytester):
     assert "no OpenZFS build under test" in out and "example.invalid" in out
     v = verdicts(pytester)["test_case"]
     assert v["outcome"] == "error" and v["symptoms"][0]["kind"] == "setup"
+    assert res.ret == 2, "no build: INCONCLUSIVE"
+    assert UNREACHABLE not in out, "--offline and not cached is no unreachable source"
+
+
+def test_only_an_unreachable_source_lets_a_vm_self_test_skip(pytester):
+    from test_plugin_vm import skip_if_unreachable
+    pytester.makepyfile(test_case="def test_case(zfs_build):\n    pass\n")
+    res = run(pytester, "--zfs-source", "https://example.invalid/zfs")
+    res.assert_outcomes(errors=1)
+    out = res.stdout.str()
+    assert f"{UNREACHABLE} https://example.invalid/zfs:" in out
+    with pytest.raises(pytest.skip.Exception, match="did not answer: https://example.invalid/zfs"):
+        skip_if_unreachable(out)
+    broken = out.replace(UNREACHABLE, "no OpenZFS build under test, so nothing can be tested:")
+    skip_if_unreachable(broken)         # a build that failed for any other reason: no skip
 
 
 
@@ -88,7 +105,7 @@ def test_a_run_whose_cases_all_skipped_is_not_green(pytester):
     pytester.makepyfile(test_skips=SKIPPING)
     res = run(pytester)
     res.assert_outcomes(skipped=2)
-    assert res.ret == 1
+    assert res.ret == 2, "INCONCLUSIVE, as the README says of a run that tested nothing"
     assert "none ran to a verdict" in res.stdout.str()
 
 

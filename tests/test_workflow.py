@@ -149,3 +149,10 @@ def test_dry_run_of_the_xfstests_lane_gives_each_shard_its_share():
     assert "--xfstests dio --xfstests generic/091 --xfstests-profile zvol" in ln
     wf = (REPO / ".github" / "workflows" / "ozfs-vmci.yml").read_text()
     assert "xfstests" in wf and "inputs.mode == 'xfstests'" in wf
+
+
+def test_the_self_tests_job_boots_guests_on_kvm_and_fails_if_none_ran():
+    text = (REPO / ".github" / "workflows" / "ozfs-vmci.yml").read_text()
+    job = text.split("\n  selftests:\n", 1)[1].split("\n  vm:\n", 1)[0]
+    assert "--device /dev/kvm" in job, "no KVM: its VM self-tests would all skip"
+    assert 'OZFS_VMCI_REQUIRE_VM: "1"' in job and "bash .ci/run" in job

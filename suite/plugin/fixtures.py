@@ -22,7 +22,7 @@ from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
 from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
-from suite.errors import GuestError, SuiteError
+from suite.errors import GuestError, SourceUnreachable, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
 import suite.plugin.expected as expected
 from suite.plugin.grouping import run_shape
@@ -72,6 +72,10 @@ def live(config: pytest.Config) -> Iterator[None]:
         yield
 
 
+# What a session says when its build's source did not answer (a self-test skips on it).
+UNREACHABLE = "no OpenZFS build under test: source unreachable:"
+
+
 @pytest.fixture(scope="session")
 def zfs_build(run_ctx: RunCtx) -> BuildRecord:
     """The build under test: made, or taken from the cache, for the session's options.
@@ -82,6 +86,8 @@ def zfs_build(run_ctx: RunCtx) -> BuildRecord:
     try:
         with live(run_ctx.config):
             record, built = build(run_ctx.opts)
+    except SourceUnreachable as e:      # the one reason that says nothing about the build
+        pytest.fail(f"{UNREACHABLE} {e.url}: nothing can be tested:\n{e}", pytrace=False)
     except SuiteError as e:
         pytest.fail(f"no OpenZFS build under test, so nothing can be tested:\n{e}",
                     pytrace=False)

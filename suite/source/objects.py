@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from suite import paths
-from suite.errors import SourceError
+from suite.errors import SourceError, SourceUnreachable
 from suite.locks import file_lock
 
 DEFAULT_URL = "https://github.com/openzfs/zfs"
@@ -268,9 +268,9 @@ class ObjectCache:
         return missing
 
 
-def unreachable(url: str, stderr: str) -> SourceError:
-    return SourceError(
-        f"cannot reach OpenZFS source {url}",
+def unreachable(url: str, stderr: str) -> SourceUnreachable:
+    return SourceUnreachable(
+        url, f"cannot reach OpenZFS source {url}",
         fix=(f"make it reachable, or map it to a local mirror with "
              f"`git config --global url.<mirror>.insteadOf {url}`, "
              f"or pass --zfs-source <local git checkout>"),
