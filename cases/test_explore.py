@@ -155,6 +155,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     for a in result.avoided:
         print(f"explore: avoided from seed {a['seed']} on: {a['why']}")
     table = reach.table(reach.from_runs(result.runs), reach.from_runs(result.runs, "executed"))
+    table += "\n" + reach.served_share(result.runs)
     (settings.out_dir / "reach.txt").write_text(table + "\n")
     print(table)
     print(f"explore: where the time went: {result.summary()['time_split']}")

@@ -1009,7 +1009,7 @@ def test_the_guest_runner_sends_the_sequence_and_keeps_the_output(tmp_path: Path
     assert calls[0] == ("run", "mkdir -p /tmp/ozfs-engine", 60.0)
     assert calls[1] == ("put", str(f), "/tmp/ozfs-engine/explore-1-0001-s0.seq.json")
     assert calls[2] == ("background", "ENGINE explore-run /tmp/ozfs-engine/explore-1-0001-"
-                        "s0.seq.json --file /tmp/zfs/p/case/x.bin")
+                        "s0.seq.json --file /tmp/zfs/p/case/x.bin --drop-caches")
     assert (tmp_path / "explore-1-0001-s0.results.jsonl").read_text() == out
     # the kernel dies under op 3: a trip, named by the console's report and the op
     g = tmp_path / "boom.seq.json"

@@ -75,9 +75,36 @@ def direction(op: str) -> str:
     return "read" if op in READS else "write"
 
 
+def asks_direct(seq: Sequence, o: Any) -> bool:
+    """An op of the sequence's own reads and writes that asks for Direct I/O."""
+    return o.op in IO_OPS and (o.direct or seq.props.get("direct") == "always")
+
+
+def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many of a run's measured O_DIRECT requests each path served (``served`` of
+    its op lines: dio, arc, memory, unmeasured)."""
+    out: Counter = Counter(str(ln["served"]) for ln in lines
+                           if ln.get("event") == "op" and ln.get("served"))
+    return dict(out)
+
+
+def served_share(runs: Iterable[dict[str, Any]]) -> str:
+    """``O_DIRECT requests served by Direct I/O: N of M (P%)``, over a summary's runs."""
+    total: Counter = Counter()
+    for r in runs:
+        total.update(r.get("served") or {})
+    n = sum(total.values())
+    if not n:
+        return "O_DIRECT requests served by Direct I/O: none measured"
+    rest = ", ".join(f"{k} {total[k]}" for k in ("arc", "memory", "unmeasured") if total[k])
+    return (f"O_DIRECT requests served by Direct I/O: {total['dio']} of {n} "
+            f"({100 * total['dio'] / n:.0f}%)" + (f"; the others: {rest}" if rest else ""))
+
+
 def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
+                  {f"dio:{o.buf}:{direction(o.op)}" for o in seq.ops if asks_direct(seq, o)} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
@@ -109,6 +136,9 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     lines = list(lines)
     cells = {f"{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
              if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("buf")}
+    # An O_DIRECT cell is executed only where the Direct I/O path served it.
+    cells |= {f"dio:{ln['buf']}:{direction(str(ln.get('op')))}" for ln in lines
+              if ln.get("event") == "op" and ln.get("served") == "dio" and ln.get("buf")}
     if crash_points(lines):
         cells.add("crash:freeze")
     if crash_points(lines, "power_cut"):
@@ -179,6 +209,12 @@ def from_runs(runs: Iterable[dict[str, Any]], key: str = "cells") -> Reach:
     return r
 
 
+def dio_cells(drawn_: Reach, executed: Reach) -> tuple[int, int]:
+    """(O_DIRECT cells drawn, of them executed on the Direct I/O path)."""
+    drawn_cells = [c for c in drawn_.cells if c.startswith("dio:")]
+    return len(drawn_cells), sum(1 for c in drawn_cells if executed.cells.get(c))
+
+
 def table(drawn_: Reach, executed: Reach | None = None) -> str:
     """The origin x op table (sequences that drew each cell; with ``executed``,
     ``drawn/executed``), then the tunables."""
@@ -186,10 +222,17 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         d = drawn_.cells.get(c, 0)
         return f"{d}/{executed.cells.get(c, 0)}" if executed is not None else str(d)
     head = "drawn/executed" if executed is not None else "drawn"
-    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head})",
-             f"  {'origin':20s} {'read':>12s} {'write':>12s}"]
+    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: executed "
+             f"only where the Direct I/O path served it)",
+             f"  {'origin':20s} {'read':>12s} {'write':>12s} {'O_DIRECT read':>14s} "
+             f"{'O_DIRECT write':>14s}"]
     for row in ROWS:
-        lines.append(f"  {row:20s} {cell(row + ':read'):>12s} {cell(row + ':write'):>12s}")
+        lines.append(f"  {row:20s} {cell(row + ':read'):>12s} {cell(row + ':write'):>12s} "
+                     f"{cell('dio:' + row + ':read'):>14s} {cell('dio:' + row + ':write'):>14s}")
+    if executed is not None:
+        d, e = dio_cells(drawn_, executed)
+        lines.append(f"  O_DIRECT cells executed on the Direct I/O path: {e} of {d} drawn"
+                     + (f" ({100 * e / d:.0f}%)" if d else ""))
     lines.append(f"who issues the requests x actors at once: sequences ({head})")
     lines.append(f"  {'caller':20s} " + " ".join(f"{n:>12d}" for n in ACTOR_COUNTS))
     for c in CALLER_KINDS:

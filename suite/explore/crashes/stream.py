@@ -83,8 +83,10 @@ class StreamingRunner:
         t0 = self.clock()
         try:
             upload(guest, seq_file, f"{REMOTE_DIR}/{seq_file.name}", scale)
+            # A guest of its own: eviction may drop its whole clean page cache.
             bg = guest.background(self.engine.command(
-                "explore-run", f"{REMOTE_DIR}/{seq_file.name}", "--file", target, *extra),
+                "explore-run", f"{REMOTE_DIR}/{seq_file.name}", "--file", target,
+                "--drop-caches", *extra),
                 timeout=30 * scale, waited=True)
         except GuestError as e:
             return self._tripped(e, [], out, seen_before, t0)

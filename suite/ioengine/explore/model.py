@@ -102,6 +102,9 @@ class Ctx:
     power_wait_s: float = 0.0       # how long power_cut waits for the host to cut (0: none)
     step_index: int = 0             # the op running now
     zvol: str | None = None         # the target is this zvol (a power cut finds it by name)
+    # Eviction may drop the guest's clean page cache (``--drop-caches``: a guest of
+    # its own; posix_fadvise DONTNEED evicts nothing on OpenZFS before April 2026).
+    drop_caches: bool = False
 
     def data(self, token: int, offset: int, length: int) -> bytes:
         """What a write with data token ``token`` lays down at ``offset``."""

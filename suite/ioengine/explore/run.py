@@ -43,11 +43,15 @@ from typing import Any
 from ..blockdev import wait_zvol, zvol_name
 from ..content import pattern
 from . import callers, durable
+from .file import evict
 from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
 from .step import CRASH_OPS, POWER_OPS, SOURCE_OPS, Step
+
+WRITE_OPS = ("pwrite", "pwritev")
 from .zfs import ZfsTools, destroy_snapshots, recover
 from .requests import Target
+from .served import Meter, asks_direct, path_of, pool_of
 from ..plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from ..trials import emit
 
@@ -67,13 +71,13 @@ def load_sequence(path: str) -> tuple[dict[str, Any], list[Step]]:
     return seq, [Step.from_dict(d) for d in seq["ops"]]
 
 
-def lay_down(target: Target, data: bytes) -> None:
+def lay_down(target: Target, data: bytes, drop_caches: bool = False) -> None:
     """The initial content, buffered, synced, and dropped from the page cache."""
     pos = 0
     while pos < len(data):
         pos += os.pwrite(target.fd, data[pos:pos + (1 << 20)], pos)
     os.fsync(target.fd)
-    os.posix_fadvise(target.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    evict(target.fd, drop_caches)
 
 
 def run_op(ctx: Ctx, step: Step) -> Outcome:
@@ -118,12 +122,15 @@ def process_age_s() -> float | None:
 def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str,
                  blockdev: bool, timeout_s: float, keep: bool,
                  tamper_data: int | None = None, zfs: ZfsTools | None = None,
-                 power_wait_s: float = 0.0, zvol: str | None = None) -> int:
+                 power_wait_s: float = 0.0, zvol: str | None = None,
+                 drop_caches: bool = False) -> int:
     started = process_age_s()
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
     init = pattern(f"{seed}:init", 0, int(seq.get("init_size", 0)))
     loop = callers.make(seq.get("caller"), path, int(seq.get("file_size_max", 0)))
+    meter = Meter(pool_of(path, zvol))         # which path served each O_DIRECT request
+    props = seq.get("props") or {}
     # Said before it runs, like each op: a kernel that dies in the setup is named there.
     emit({"event": "setup", "what": (callers.describe(loop) if loop else f"create {path}, ") +
           f"write {len(init)} bytes, fsync, POSIX_FADV_DONTNEED"})
@@ -131,7 +138,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
         if loop is not None:            # the ops go to the caller set up over the file
             path, blockdev = loop.attach(timeout_s), loop.blockdev
         target = Target(path, scratch, blockdev, timeout_s)
-        lay_down(target, init)
+        lay_down(target, init, drop_caches)
     except OSError as e:
         emit({"event": "error", "stage": "setup", "errname": errno_name(e.errno),
               "error": f"{path}: {e}"})
@@ -139,7 +146,8 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     source = b""
     if any(s.op in SOURCE_OPS + ("actors",) for s in steps):      # actors copy from it
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
-    ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s, zvol=zvol)
+    ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s, zvol=zvol,
+              drop_caches=drop_caches)
     # A crash can be made here: a file on a dataset (the ZFS commands given), or a zvol
     # (a power cut; its flush is fsync). Not through a caller.
     if loop is None and (zfs is not None and not blockdev or zvol is not None):
@@ -155,7 +163,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
             ctx.step_index = i
             t = time.monotonic()
             before = bytes(ctx.model.data) if ctx.durable is not None else b""
+            measured = asks_direct(step.op, step.direct, props)
+            counted = meter.sample() if measured else None
             o = run_op(ctx, step)
+            if measured and o.outcome in ("ok", "failed"):     # a refused one moved nothing
+                o.extra["served"] = path_of(counted, meter.sample(), step.op in WRITE_OPS)
             if ctx.durable is not None and o.ok and step.op not in CRASH_OPS + POWER_OPS:
                 durable.after_op(ctx.durable, step.op, before, bytes(ctx.model.data),
                                  ctx.frozen, ctx.sync_always)
@@ -264,7 +276,7 @@ def cmd_explore_run(args: argparse.Namespace) -> int:
                        args.op_timeout)
     return run_sequence(seq, steps, path, args.scratch or path, blockdev,
                         args.op_timeout, args.keep, args.tamper_after_data, zfs,
-                        args.power_cut_wait, args.zvol)
+                        args.power_cut_wait, args.zvol, args.drop_caches)
 
 
 def add_commands(sub: Any) -> None:
@@ -291,6 +303,9 @@ def add_commands(sub: Any) -> None:
     z.add_argument("--zpool-cmd", default="zpool", metavar="PATH", help="the build's zpool")
     z.add_argument("--zfs-libdir", default=None, metavar="DIR",
                    help="LD_LIBRARY_PATH for them (the build's .libs)")
+    e.add_argument("--drop-caches", action="store_true",
+                   help="evict with the kernel's drop_caches as well (a guest of its own: "
+                        "posix_fadvise evicts nothing on older OpenZFS)")
     e.add_argument("--power-cut-wait", type=float, default=0.0, metavar="S",
                    help="a power_cut op waits S seconds for the host to cut the guest's "
                         "power (0: no host will: the op is unsupported)")

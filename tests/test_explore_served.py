@@ -1,0 +1,80 @@
+"""Which path served an O_DIRECT request (suite/ioengine/explore/served.py) and the
+reach table's O_DIRECT cells, counted only where the Direct I/O path served them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from suite.explore import reach
+from suite.explore.ops import Op, Sequence
+from suite.ioengine.explore.served import (Meter, asks_direct, dataset_of, path_of, pool_of,
+                                           read_counters)
+
+KSTAT = """12 1 0x01 26 7072 2513214530 14296538463
+name                            type data
+trim_extents_written            4    0
+arc_read_count                  4    {ar}
+arc_read_bytes                  4    0
+arc_write_count                 4    {aw}
+arc_write_bytes                 4    0
+direct_read_count               4    {dr}
+direct_read_bytes               4    0
+direct_write_count              4    {dw}
+direct_write_bytes              4    0
+"""
+
+
+def _kstat(tmp_path: Path, **n: int) -> dict[str, int] | None:
+    f = tmp_path / "iostats"
+    f.write_text(KSTAT.format(**{"ar": 0, "aw": 0, "dr": 0, "dw": 0, **n}))
+    return read_counters(str(f))
+
+
+def test_the_counter_that_moved_names_the_path(tmp_path: Path):
+    zero = _kstat(tmp_path)
+    assert zero == {"arc_read_count": 0, "arc_write_count": 0, "direct_read_count": 0,
+                    "direct_write_count": 0}
+    assert path_of(zero, _kstat(tmp_path, dr=1), write=False) == "dio"
+    assert path_of(zero, _kstat(tmp_path, ar=2), write=False) == "arc"
+    assert path_of(zero, _kstat(tmp_path, dw=1), write=False) == "memory", "a write's count"
+    assert path_of(zero, _kstat(tmp_path, aw=1), write=True) == "arc"
+    assert path_of(zero, _kstat(tmp_path), write=True) == "memory"
+    assert path_of(None, zero, write=True) == "unmeasured"
+    (tmp_path / "old").write_text("name type data\nreads 4 3\n")
+    assert read_counters(str(tmp_path / "old")) is None, "a kstat without the counters"
+
+
+def test_the_pool_is_found_from_the_mount_or_the_zvol(tmp_path: Path):
+    mi = tmp_path / "mountinfo"
+    mi.write_text("22 1 0:21 / / rw - ext4 /dev/vda rw\n"
+                  "90 22 0:50 / /tmp/zfs/p rw - zfs p rw,xattr\n"
+                  "91 90 0:51 / /tmp/zfs/p/case rw - zfs p/case rw,xattr\n")
+    assert dataset_of("/tmp/zfs/p/case/x.bin", str(mi)) == "p/case"
+    assert dataset_of("/tmp/zfs/p/y.bin", str(mi)) == "p"
+    assert dataset_of("/etc/passwd", str(mi)) is None
+    assert pool_of("/dev/zd0", zvol="tank/vol3") == "tank"
+    assert Meter(None).sample() is None
+
+
+def test_only_the_engines_own_direct_reads_and_writes_are_measured():
+    assert asks_direct("pread", True, {}) and asks_direct("pwritev", False, {"direct": "always"})
+    assert not asks_direct("pread", False, {"direct": "standard"})
+    assert not asks_direct("actors", True, {}) and not asks_direct("sendfile", True, {})
+
+
+def test_an_o_direct_cell_is_executed_only_where_direct_io_served_it():
+    seq = Sequence(1, ops=(Op("pread", direct=True, buf="heap", off=0, len=4096),
+                           Op("pwrite", direct=True, buf="map_target", off=0, len=4096),
+                           Op("pread", buf="heap", off=0, len=4096)))
+    drawn = reach.seq_cells(seq)
+    assert "dio:heap:read" in drawn and "dio:map_target:write" in drawn
+    lines = [{"event": "op", "i": 0, "op": "pread", "buf": "heap", "served": "dio"},
+             {"event": "op", "i": 1, "op": "pwrite", "buf": "map_target", "served": "arc"},
+             {"event": "op", "i": 2, "op": "pread", "buf": "heap"}]
+    done = reach.run_cells(lines)
+    assert "dio:heap:read" in done and "dio:map_target:write" not in done
+    assert "map_target:write" in done, "executed, on the ARC's path"
+    runs = [{"cells": drawn, "executed": done, "served": reach.served(lines)}]
+    assert reach.served_share(runs) == ("O_DIRECT requests served by Direct I/O: 1 of 2 (50%); "
+                                        "the others: arc 1")
+    table = reach.table(reach.from_runs(runs), reach.from_runs(runs, "executed"))
+    assert "O_DIRECT cells executed on the Direct I/O path: 1 of 2 drawn (50%)" in table
