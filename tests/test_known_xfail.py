@@ -147,6 +147,12 @@ def test_only_known_failures_exit_0_and_the_report_says_pass(pytester):
     page = plain(next((pytester.path / "results").glob("*-stock")))
     assert page.verdict.status == "pass", page.verdict
     assert "1 known upstream findings (xfail): stale-read" in page.verdict.headline
+    from suite.report.page.render_junit import junit     # `suite report`'s junit.xml
+    cases = {tc.get("name"): tc for tc in junit(page).getroot().iter("testcase")}
+    skipped = cases["test_known"].find("skipped")
+    assert skipped is not None and skipped.get("type") == "pytest.xfail", \
+        "the report's JUnit says xfail as pytest's does (docs/findings.md)"
+    assert cases["test_plain"].find("skipped") is None
 
 
 def test_a_panic_of_another_title_fails_the_run_exit_1(pytester):

@@ -22,8 +22,12 @@ def links(page: Path) -> list[str]:
             if not re.match(r"^[a-z]+:", m.group(1))]
 
 
+INLINE = re.compile(r"`python3? -m suite ([^`]+)`")
+
+
 def commands(page: Path) -> list[str]:
-    """The ``python -m suite ...`` lines of a page's code blocks, without comments."""
+    """The ``python -m suite ...`` lines of a page's code blocks, without comments,
+    and the commands its prose shows inline (`python -m suite lines newest`)."""
     out, fenced = [], False
     for line in page.read_text().splitlines():
         if line.strip().startswith("```"):
@@ -32,13 +36,15 @@ def commands(page: Path) -> list[str]:
         m = COMMAND.match(line) if fenced else None
         if m:
             out.append(m.group(1).split(" #", 1)[0].strip())
+        elif not fenced:        # a bare command name (`python -m suite bugs`) is a name
+            out += [c.strip() for c in INLINE.findall(line) if len(c.split()) > 1]
     return out
 
 
 def words(command: str) -> list[str]:
     """The command's arguments up to ``--`` (the rest is pytest's), placeholders
     (``<run>``, ``...``) given a value."""
-    argv = shlex.split(re.sub(r"<[^>]+>", "X", command))
+    argv = shlex.split(re.sub(r"<[^>]+>", "X", re.sub(r"\s*\[[^\]]*\]", "", command)))
     return argv[:argv.index("--")] if "--" in argv else argv
 
 
@@ -86,3 +92,19 @@ def test_every_upstream_finding_is_in_the_manual():
     data = tomllib.loads((ROOT / "patches" / "upstream" / "findings.toml").read_text())
     manual = (ROOT / "docs" / "findings.md").read_text()
     assert [f["id"] for f in data["findings"] if f"`{f['id']}`" not in manual] == []
+
+
+def test_the_readmes_exit_codes_are_the_reports():
+    from suite.report.page.model import EXIT
+    text = (ROOT / "README.md").read_text()
+    said = {w.lower(): int(n) for w, n in re.findall(r"\*\*(PASS|FAIL|INCONCLUSIVE)\*\* \(exit (\d)\)",
+                                                     text)}
+    assert said == {"pass": 0, "fail": 1, "inconclusive": 2} == EXIT
+
+
+def test_the_findings_page_says_the_junit_the_report_writes():
+    text = (ROOT / "docs" / "findings.md").read_text()
+    assert "`skipped`\ntestcase of type `pytest.xfail`" in text or \
+        "`skipped` testcase of type `pytest.xfail`" in text.replace("\n", " ")
+    from suite.report.page import render_junit
+    assert "known" in render_junit.SKIPPED

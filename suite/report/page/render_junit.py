@@ -1,7 +1,9 @@
 """The page as JUnit XML: a testcase per case (grouped in a testsuite per shard, bug
 session or gate), failing and inconclusive cases as failures, flaky as skipped with
-the reason, and each case's tables, evidence and files in its ``system-out``, so a
-CI's test view shows what the HTML page shows."""
+the reason, a known upstream finding (xfail) as ``skipped`` of type ``pytest.xfail``
+(as pytest's own ``--junitxml`` writes it: docs/findings.md), and each case's
+tables, evidence and files in its ``system-out``, so a CI's test view shows what the
+HTML page shows."""
 from __future__ import annotations
 
 import os
@@ -12,6 +14,7 @@ from suite.report.page.disk import tail
 from suite.report.page.model import Case, Page
 
 FAILURE = ("fail", "inconclusive")
+SKIPPED = ("flaky", "skip", "known")        # known: an expected failure (xfail)
 
 
 def system_out(c: Case, out_dir: Path) -> str:
@@ -44,8 +47,9 @@ def testcase(parent: ET.Element, c: Case, out_dir: Path) -> None:
     props.append(ET.Element("property", name="class", value=c.label))
     if c.status in FAILURE:
         ET.SubElement(tc, "failure", message=f"{c.label}: {c.why}"[:1000], type=c.status)
-    elif c.status in ("flaky", "skip"):
-        ET.SubElement(tc, "skipped", message=f"{c.label}: {c.why}"[:1000])
+    elif c.status in SKIPPED:
+        kind = {"known": {"type": "pytest.xfail"}}.get(c.status, {})
+        ET.SubElement(tc, "skipped", message=f"{c.label}: {c.why}"[:1000], **kind)
     ET.SubElement(tc, "system-out").text = system_out(c, out_dir)
 
 
@@ -59,7 +63,7 @@ def junit(page: Page, out_dir: Path | None = None) -> ET.ElementTree:
         label = f"pytest [{name}]" if page.kind == "merged" else name
         s = ET.SubElement(suites, "testsuite", name=label, tests=str(len(cases)),
                           failures=str(sum(c.status in FAILURE for c in cases)), errors="0",
-                          skipped=str(sum(c.status in ("flaky", "skip") for c in cases)),
+                          skipped=str(sum(c.status in SKIPPED for c in cases)),
                           time=f"{sum(c.seconds for c in cases):.3f}")
         props = ET.SubElement(s, "properties")
         ET.SubElement(props, "property", name="verdict",
