@@ -130,12 +130,15 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
     pace = Pace(scale=engine.scale)     # the slowest op so far, across fresh guests
 
     power: PowerCuts | None = None
+    warn = request.config.getoption("explore_inject_warning")     # a self-check of trips
+    inject = ("--warn-after-data", str(warn)) if warn is not None else ()
 
     def runner(eng) -> StreamingRunner:
         g = guests.current
         return StreamingRunner(eng, pace, console=g.watch.seen if g and g.watch else None,
                                evidence=case_dir / "explore" / "trips",
-                               on_cut=power.cut if power is not None else None)
+                               on_cut=power.cut if power is not None else None,
+                               engine_extra=inject)
 
     fresh = FreshGuests(guests, pool, case_dir, target, runner)
     power = PowerCuts(guests, pool, case_dir, runner, target)

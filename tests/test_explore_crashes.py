@@ -438,3 +438,17 @@ def test_a_run_that_proved_nothing_gets_a_fresh_guest_and_exploring_goes_on(tmp_
     assert len(res.no_result) == 1 and len(boots) == 1 and "proved nothing" in boots[0]
     assert len(res.runs) == 5 and all(r["state"] == "ok" for r in res.runs[1:])
     assert res.summary()["boots"] == 1
+
+
+def test_the_injected_warning_is_printed_after_its_write_only(tmp_path: Path):
+    from suite.ioengine.explore.model import Outcome
+    from suite.ioengine.explore.run import warn_hook
+    from suite.ioengine.explore.step import Step
+    kmsg = tmp_path / "kmsg"
+    warn_hook(Step("pwrite", data=2), Outcome(), 3, str(kmsg))
+    warn_hook(Step("pread", data=3), Outcome(), 3, str(kmsg))
+    assert not kmsg.exists()
+    warn_hook(Step("pwrite", data=3), Outcome(), 3, str(kmsg))
+    from suite.vm.console import scan
+    found = scan(kmsg.read_text())
+    assert [f.kind for f in found] == ["warning"], "the console reads it as a kernel WARNING"

@@ -38,6 +38,10 @@ def add_explore_options(addoption: Callable[..., Any]) -> None:
                 help="-m explore: run these sequences (a minimal-<seed>.json explore wrote, "
                      "a corpus file) in turn instead of generated ones, power cuts "
                      "included: a finding's confirmation, or its control on another build")
+    addoption("--explore-inject-warning", type=int, default=None, metavar="TOKEN",
+                help="-m explore, a self-check of the trip path: the guest engine prints a "
+                     "kernel WARNING once a write of data TOKEN lands; the sequence must stop "
+                     "there as a trip naming that op, shrunk and confirmed on a fresh guest")
     addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

@@ -69,7 +69,8 @@ class StreamingRunner:
 
     def __init__(self, engine: Any, pace: Pace | None = None, console: Console | None = None,
                  evidence: Path | None = None, clock: Callable[[], float] = time.monotonic,
-                 on_cut: Callable[[], None] | None = None):
+                 on_cut: Callable[[], None] | None = None, engine_extra: Iterable[str] = ()):
+        self.engine_extra = tuple(engine_extra)     # more explore-run arguments (a self-check)
         self.engine = engine
         self.on_cut = on_cut        # cuts the guest's power (suite/explore/crashes/power.py)
         self.pace = pace or Pace(scale=engine.scale)
@@ -86,7 +87,7 @@ class StreamingRunner:
             # A guest of its own: eviction may drop its whole clean page cache.
             bg = guest.background(self.engine.command(
                 "explore-run", f"{REMOTE_DIR}/{seq_file.name}", "--file", target,
-                "--drop-caches", *extra),
+                "--drop-caches", *self.engine_extra, *extra),
                 timeout=30 * scale, waited=True)
         except GuestError as e:
             return self._tripped(e, [], out, seen_before, t0)

@@ -106,6 +106,21 @@ def tamper_hook(ctx: Ctx, step: Step, o: Outcome, token: int | None) -> None:
         OPS["tamper"](ctx, Step("tamper", off=step.off, len=1))
 
 
+KMSG = "/dev/kmsg"
+
+
+def warn_hook(step: Step, o: Outcome, token: int | None, kmsg: str = KMSG) -> None:
+    """Self-check hook (``--warn-after-data``): once the write of data ``token``
+    landed, print a kernel WARNING line into the kernel log, as a Direct I/O
+    page-reference bug's first sign would be: the host must stop the sequence there
+    and name this op (suite/explore/crashes/stream.py)."""
+    if token is not None and o.outcome == "ok" and step.data == token and \
+            step.op in ("pwrite", "pwritev", "mmap_write"):
+        with open(kmsg, "w", encoding="ascii") as f:
+            f.write(f"<4>WARNING: CPU: 0 PID: {os.getpid()} at suite/ioengine/explore/run.py: "
+                    f"injected after the write of data {token} (--warn-after-data)\n")
+
+
 def process_age_s() -> float | None:
     """Seconds since this process started (the interpreter's start-up and imports,
     slow on a guest whose root is the host's over 9p), or None off Linux."""
@@ -123,7 +138,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                  blockdev: bool, timeout_s: float, keep: bool,
                  tamper_data: int | None = None, zfs: ZfsTools | None = None,
                  power_wait_s: float = 0.0, zvol: str | None = None,
-                 drop_caches: bool = False) -> int:
+                 drop_caches: bool = False, warn_data: int | None = None) -> int:
     started = process_age_s()
     t_setup = time.monotonic()
     seed = int(seq.get("seed", 0))
@@ -172,6 +187,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                 durable.after_op(ctx.durable, step.op, before, bytes(ctx.model.data),
                                  ctx.frozen, ctx.sync_always)
             tamper_hook(ctx, step, o, tamper_data)
+            warn_hook(step, o, warn_data)
             emit(op_line(i, step, o, ctx.model.size, (time.monotonic() - t) * 1000))
             if o.outcome in seen:
                 seen[o.outcome].append(i)
@@ -276,7 +292,7 @@ def cmd_explore_run(args: argparse.Namespace) -> int:
                        args.op_timeout)
     return run_sequence(seq, steps, path, args.scratch or path, blockdev,
                         args.op_timeout, args.keep, args.tamper_after_data, zfs,
-                        args.power_cut_wait, args.zvol, args.drop_caches)
+                        args.power_cut_wait, args.zvol, args.drop_caches, args.warn_after_data)
 
 
 def add_commands(sub: Any) -> None:
@@ -303,6 +319,9 @@ def add_commands(sub: Any) -> None:
     z.add_argument("--zpool-cmd", default="zpool", metavar="PATH", help="the build's zpool")
     z.add_argument("--zfs-libdir", default=None, metavar="DIR",
                    help="LD_LIBRARY_PATH for them (the build's .libs)")
+    e.add_argument("--warn-after-data", type=int, default=None, metavar="TOKEN",
+                   help="self-check: print a kernel WARNING once the write of data TOKEN "
+                        "landed (the host must stop the sequence there)")
     e.add_argument("--drop-caches", action="store_true",
                    help="evict with the kernel's drop_caches as well (a guest of its own: "
                         "posix_fadvise evicts nothing on older OpenZFS)")
