@@ -377,7 +377,7 @@ def test_a_quiet_console_is_no_trip(tmp_path: Path):
 
 
 def test_two_corruptions_seen_at_verify_are_told_apart_by_the_op_that_laid_them_down():
-    from suite.explore.cause import cause, label
+    from suite.explore.failure import cause, label
     from suite.explore.judge import Verdict
     from suite.explore.ops import Op
     ops = (Op("pwrite", direct=True, off=0, len=8192, data=1), Op("snapshot", data=1),

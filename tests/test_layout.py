@@ -65,7 +65,7 @@ def test_the_suite_has_no_import_cycle():
 STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", "casekit",
           "explore", "coverage", "report", "plugin", "commands")
 FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
-              "suite.symptoms", "suite.sessions"}
+              "suite.symptoms", "suite.sessions", "suite.signatures"}
 COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane",
             "suite.bugs_cmd"}
 

@@ -8,7 +8,7 @@ base's or master's ``explore/summary.json``) is counted and named, not shrunk,
 so the budget goes to what is new. The signature is the one that tells
 findings apart within a run (:func:`suite.explore.session.signature`): the
 symptom kind, the failing op's kind, interface and O_DIRECT-ness, and for wrong
-bytes the op that laid them down (:mod:`suite.explore.cause`). A known
+bytes the op that laid them down (:mod:`suite.explore.failure`). A known
 failure stops its own sequence (the engine stops at the first failed op), so
 what it hides is only what that sequence would have met later.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from suite.errors import SuiteError
 from suite.explore.ops import Sequence
-from suite.explore.session import failure_signature
+from suite.explore.failure import failure_signature
 
 Signature = tuple[str, ...]
 

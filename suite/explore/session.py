@@ -36,7 +36,7 @@ from suite.explore.crashes.avoid import known_failure, known_hang, known_report
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.cause import cause, direct, label as cause_label
+from suite.explore.failure import cause, direct, failure_signature, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import past_known, sequences_run
 from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables, served
@@ -172,37 +172,6 @@ class ExploreResult:
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
-
-
-def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
-    """What tells two failures apart before shrinking: the symptom kind, the
-    failing op's kind, interface and O_DIRECT-ness, and for wrong bytes the op
-    that last changed the first wrong one (``wrong-bytes verify sync buffered
-    after rollback``: :mod:`.cause`); a run the kernel cut short, the kernel's
-    report (``Trip.signature``: title and top OpenZFS frames)."""
-    if v.trip is not None:
-        return v.trip.signature()
-    return failure_signature(v.kind, seq, v.failed_at, v.first_wrong_byte)
-
-
-def same_failure(v: Verdict, r: Verdict) -> bool:
-    """``r`` fails as ``v`` did: its kind, and for a trip the same kernel report."""
-    if not (r.failed and r.kind == v.kind):
-        return False
-    return v.trip is None or (r.trip is not None and
-                              r.trip.signature() == v.trip.signature())
-
-
-def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,
-                      first_wrong_byte: int | None = None) -> tuple[str, ...]:
-    """:func:`signature` from its parts (a summary's run records them)."""
-    op = seq.ops[failed_at] if failed_at is not None and 0 <= failed_at < len(seq.ops) else None
-    if op is None:
-        return (kind or "no-result",)
-    sig = (kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
-    if first_wrong_byte is None:
-        return sig
-    return (*sig, cause_label(cause(seq, failed_at, first_wrong_byte)))
 
 
 Declare = Callable[[str, set[str]], None]

@@ -1,6 +1,7 @@
-"""Which op caused wrong bytes: the last op before the failing one that changed
-the first wrong byte (a write over it, a punch, a clone into it, a truncate that
-cut it, a rollback, which changes every byte).
+"""What tells explore's failures apart: their signature, and which op caused
+wrong bytes: the last op before the failing one that changed the first wrong
+byte (a write over it, a punch, a clone into it, a truncate that cut it, a
+rollback, which changes every byte).
 
 Every sequence ends with a ``verify`` (sync, buffered), so the op that *shows*
 wrong bytes says little: two corruptions seen at verify are told apart by what
@@ -10,6 +11,7 @@ laid the bytes down. The cause is part of a data failure's signature
 """
 from __future__ import annotations
 
+from suite.explore.judge import Verdict
 from suite.explore.ops import Op, Sequence
 
 # Ops that change every byte of the target at once.
@@ -54,3 +56,34 @@ def label(op: Op | None) -> str:
 def direct(seq: Sequence, op: Op) -> bool:
     """``op`` asked for Direct I/O: O_DIRECT, or a dataset of ``direct=always``."""
     return op.direct or seq.props.get("direct") == "always"
+
+
+def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
+    """What tells two failures apart before shrinking: the symptom kind, the
+    failing op's kind, interface and O_DIRECT-ness, and for wrong bytes the op
+    that last changed the first wrong one (``wrong-bytes verify sync buffered
+    after rollback``: :mod:`.failure`); a run the kernel cut short, the kernel's
+    report (``Trip.signature``: title and top OpenZFS frames)."""
+    if v.trip is not None:
+        return v.trip.signature()
+    return failure_signature(v.kind, seq, v.failed_at, v.first_wrong_byte)
+
+
+def same_failure(v: Verdict, r: Verdict) -> bool:
+    """``r`` fails as ``v`` did: its kind, and for a trip the same kernel report."""
+    if not (r.failed and r.kind == v.kind):
+        return False
+    return v.trip is None or (r.trip is not None and
+                              r.trip.signature() == v.trip.signature())
+
+
+def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,
+                      first_wrong_byte: int | None = None) -> tuple[str, ...]:
+    """:func:`signature` from its parts (a summary's run records them)."""
+    op = seq.ops[failed_at] if failed_at is not None and 0 <= failed_at < len(seq.ops) else None
+    if op is None:
+        return (kind or "no-result",)
+    sig = (kind or "no-result", op.op, op.iface, "direct" if op.direct else "buffered")
+    if first_wrong_byte is None:
+        return sig
+    return (*sig, label(cause(seq, failed_at, first_wrong_byte)))
