@@ -171,3 +171,71 @@ def test_what_a_case_leaves_behind_fails_it_with_the_checks_symptom(pytester):
     assert kinds("test_3_declared") == set()
     after = next(cases.glob("*/cases/*test_3_declared*/after-case.txt")).read_text()
     assert "declared: zinject -t data -e checksum" in after and "no findings" in after
+
+
+# A known finding of a panic, as patches/upstream/findings.toml writes one; the
+# guest's kernel log is given its title by hand (/dev/kmsg), so the console judges
+# read a real console line: the finding's own title, another one, or none at all.
+SIGNED_FINDING = '''
+[[findings]]
+id = "pin-panic"
+title = "a write cut short pins the uncut length"
+cases = ["test_its_own_panic", "test_another_panic", "test_harness_no_result"]
+kinds = ["kernel:spl_panic"]
+signature = "VERIFY0\\\\(len\\\\) failed"
+also = ["no-result", "D-state", "kernel:hung_task", "hang"]
+'''
+
+SIGNED_CASES = '''
+import pytest
+
+pytestmark = pytest.mark.vm
+
+
+def _panic(zfs_guest, title):
+    zfs_guest.guest.run(f"echo '<0>{title}' > /dev/kmsg", timeout=60)
+
+
+def test_its_own_panic(zfs_guest, pool):
+    _panic(zfs_guest, "VERIFY0(len) failed (-131072)")
+
+
+def test_another_panic(zfs_guest, pool):
+    _panic(zfs_guest, "VERIFY(zio->io_abd != NULL) failed")
+
+
+def test_harness_no_result(zfs_guest, pool, symptom):
+    out = zfs_guest.guest.run("echo '{}'", timeout=60).stdout
+    symptom("no-result", f"the engine printed no result line: {out.strip()!r}")
+    assert "rows" in out, "no result"
+'''
+
+
+@pytest.fixture
+def signed_findings(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    patches = pytester.path / "patches"
+    shutil.copytree(ROOT / "patches", patches)
+    (patches / "upstream" / "findings.toml").write_text(SIGNED_FINDING)
+    monkeypatch.setenv("OZFS_VMCI_PATCHES", str(patches))
+    pytester.makepyfile(test_signed=SIGNED_CASES)
+
+
+def test_in_a_guest_a_known_finding_is_matched_by_its_panics_title(pytester, signed_findings):
+    """Its own title: XFAIL; another title in a case it lists: FAIL, exit 1 (the
+    calls pass; the console judges fail them at teardown)."""
+    res = run_inner(pytester, "-k", "panic")
+    res.assert_outcomes(xfailed=1, passed=1, errors=1)
+    assert res.ret == 1
+    v = {json.loads(p.read_text())["nodeid"].rsplit("::", 1)[1]: json.loads(p.read_text())
+         for p in (pytester.path / "results").glob("*/cases/*/verdict.json")}
+    assert v["test_its_own_panic"]["outcome"] == "xfailed"
+    assert v["test_another_panic"]["outcome"] == "failed"
+    assert any("zio->io_abd" in s["detail"] for s in v["test_another_panic"]["symptoms"])
+
+
+def test_in_a_guest_a_harness_no_result_is_inconclusive_exit_2(pytester, signed_findings):
+    res = run_inner(pytester, "-k", "no_result")
+    res.assert_outcomes(failed=1)
+    assert res.ret == 2, res.stdout.str()[-1500:]
+    assert "INCONCLUSIVE" in res.stdout.str()
