@@ -100,9 +100,8 @@ class Symptom:
         differently"): a kernel report's title and top frames, the frames a task in
         D state waits in; any other kind by its kind and row (its detail carries
         counts that differ run to run)."""
-        if self.kind.startswith("kernel:"):
-            head = self.detail.split(": ", 1)[0] if self.kind == "kernel:lockdep" else self.detail
-            return signed(f"{self.kind}: {title(head)}", self.stack[:3])
+        if self.kind.startswith("kernel:"):     # a lockdep report's detail names its locks
+            return signed(f"{self.kind}: {title(self.detail)}", self.stack[:3])
         if self.kind == "D-state":
             return signed(self.kind, self.stack[:3])
         return f"{self.kind} [{self.row}]" if self.row else self.kind

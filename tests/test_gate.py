@@ -208,3 +208,13 @@ def test_a_backport_gates_a_patch_folder_on_a_stable_tag(tmp_path: Path):
         "--series", str(tmp_path), "--zfs-ref", "zfs-2.3.9"]
     assert main(["gate", "--series", str(tmp_path)]) == 2     # a folder needs its base
     assert main(["gate", "--series", "no-such-series"]) == 2
+
+
+def test_two_lockdep_reports_of_other_locks_are_two_signatures():
+    def lockdep(locks: str) -> CaseVerdict:
+        return CaseVerdict(N, "failed", [Symptom(
+            "kernel:lockdep", f"[ 5.{len(locks)}] WARNING: possible circular locking dependency "
+                              f"detected: {locks}")])
+    known = lockdep("&ms->ms_lock -> &dn->dn_dbufs_mtx")
+    assert classify(N, known, lockdep("&ms->ms_lock -> &dn->dn_dbufs_mtx")).cls == "still failing"
+    assert classify(N, known, lockdep("&zp->z_rangelock -> &db->db_mtx")).cls == "regression"
