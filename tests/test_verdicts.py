@@ -264,6 +264,10 @@ def test_a_fit_guest_has_no_reason():
     # A teardown step that returned an error did not hang (zpool export: "pool is busy").
     failed = Observation(True, teardown_problem="the dataset teardown failed: zpool export: busy")
     assert failed.verdict()[1][0].kind == "teardown"
+    # One the kernel's report cut short proves no more than the report (a consequence).
+    cut = Observation(True, teardown_problem="the dataset teardown was cut short: the kernel "
+                                             "reported spl_panic: VERIFY0(len) failed")
+    assert cut.verdict()[1][0].kind == "no-result"
     assert Observation(False).verdict()[1][0].kind == "guest-lost"
 
 

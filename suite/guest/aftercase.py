@@ -82,7 +82,9 @@ class Observation:
             reasons.append(self.teardown_problem)
             # A step that ran out of time hung; one that returned an error (zpool
             # export: "pool is busy") failed: a finding too, named for what it was.
-            kind = "hang" if "hung" in self.teardown_problem else "teardown"
+            # One the kernel's report cut short proved nothing more than that report.
+            kind = ("no-result" if "cut short" in self.teardown_problem else
+                    "hang" if "hung" in self.teardown_problem else "teardown")
             symptoms.append(Symptom(kind, self.teardown_problem))
         return "; ".join(reasons), symptoms
 

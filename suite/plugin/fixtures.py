@@ -22,7 +22,7 @@ from suite.build.recipe import BuildRecord
 from suite.casekit.dio import DIO_PROPS, DioBench
 from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
-from suite.errors import GuestError, SourceUnreachable, SuiteError
+from suite.errors import GuestError, KernelTripped, SourceUnreachable, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
 import suite.plugin.expected as expected
 from suite.plugin.grouping import run_shape
@@ -316,7 +316,8 @@ def pool(request: pytest.FixtureRequest, zfs_guest: Zfs, guests: Guests,
         except GuestError as e:
             # A hang here is a finding like any other: zfs_guest's teardown fails
             # the case with the evidence and recycles the guest.
-            how = "hung" if "deadline" in e.what else "failed"   # ssh.py: "overran its Ns deadline"
+            how = ("was cut short" if isinstance(e, KernelTripped) else    # the report's
+                   "hung" if "deadline" in e.what else "failed")   # ssh.py: "overran its Ns deadline"
             request.node.ozfs_teardown_problem = f"the dataset teardown {how}: {e.what}"
 
 
