@@ -452,3 +452,29 @@ def test_the_injected_warning_is_printed_after_its_write_only(tmp_path: Path):
     from suite.vm.console import scan
     found = scan(kmsg.read_text())
     assert [f.kind for f in found] == ["warning"], "the console reads it as a kernel WARNING"
+
+
+def test_the_op_whose_line_carries_the_report_is_the_one_named():
+    from suite.explore.crashes.stream import raised_in
+    lines = [{"event": "begin", "i": 0, "op": "pwrite"}, ok_line(0, "pwrite"),
+             {"event": "begin", "i": 1, "op": "pwritev"},
+             {**ok_line(1, "pwritev"), "kmsg": [WARN.line.split("] ", 1)[1]]},
+             {"event": "begin", "i": 2, "op": "pread"}, ok_line(2, "pread"),
+             {"event": "begin", "i": 3, "op": "snapshot"}]
+    assert raised_in(lines, WARN) == (1, "pwritev"), "not the op in flight when it was seen"
+    assert raised_in(lines[:2] + lines[4:], WARN) == (3, "snapshot"), "no kmsg: in flight"
+
+
+def test_the_engine_reads_what_the_kernel_logged_during_an_op():
+    import os
+    from suite.ioengine.explore.kmsg import KernelLog
+    if not os.access("/dev/kmsg", os.R_OK | os.W_OK):
+        pytest.skip("/dev/kmsg cannot be read and written here (not root, or no such device)")
+    log = KernelLog()
+    fd = os.open("/dev/kmsg", os.O_WRONLY)        # one write, one record
+    os.write(fd, b"<6>ozfs-vmci self-test: an info line, not kept\n")
+    os.write(fd, b"<4>ozfs-vmci self-test: WARNING: a warning line, kept\n")
+    os.close(fd)
+    assert log.new() == ["ozfs-vmci self-test: WARNING: a warning line, kept"]
+    assert log.new() == []
+    log.close()

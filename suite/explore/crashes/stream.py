@@ -23,6 +23,7 @@ A guest that tripped is not fit: the session asks for a fresh one
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -60,6 +61,23 @@ def first_report(said: list[Any]) -> Any:
         if found is not None:
             return found
     raise ValueError("no kernel report")
+
+
+def raised_in(lines: list[dict[str, Any]], report: Any) -> tuple[int | None, str]:
+    """(index, kind) of the op that raised a kernel report: the op whose line carries
+    it (the engine's own read of the kernel log, ``kmsg``); else the op in flight (the
+    report stopped it), else the last op that ended."""
+    said = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", str(getattr(report, "line", "")).strip())
+    for ln in lines:
+        if ln.get("event") == "op" and isinstance(ln.get("i"), int) and \
+                any(k and (k in said or said in k) for k in ln.get("kmsg") or ()):
+            return ln["i"], str(ln.get("op", ""))
+    flight = InFlight.of(lines)
+    op = flight.op()
+    if op[0] is None and flight.done:
+        last = max(flight.done)
+        op = (last, flight.begun.get(last, ""))
+    return op
 
 
 class StreamingRunner:
@@ -143,12 +161,8 @@ class StreamingRunner:
         r = bg.result()
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
-        flight = InFlight.of(lines)
-        op = flight.op()
-        if op[0] is None and flight.done:
-            last = max(flight.done)
-            op = (last, flight.begun.get(last, ""))
-        return RunOutput(lines, None, r.stderr, kernel_trip(first_report(said), op,
+        report = first_report(said)
+        return RunOutput(lines, None, r.stderr, kernel_trip(report, raised_in(lines, report),
                                                             self.clock() - t0))
 
     def _stop(self, bg: Any) -> None:

@@ -44,6 +44,7 @@ from ..blockdev import wait_zvol, zvol_name
 from ..content import pattern
 from . import callers, durable
 from .file import evict
+from .kmsg import KernelLog
 from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
 from .step import CRASH_OPS, POWER_OPS, SOURCE_OPS, Step
@@ -116,7 +117,7 @@ def warn_hook(step: Step, o: Outcome, token: int | None, kmsg: str = KMSG) -> No
     and name this op (suite/explore/crashes/stream.py)."""
     if token is not None and o.outcome == "ok" and step.data == token and \
             step.op in ("pwrite", "pwritev", "mmap_write"):
-        with open(kmsg, "w", encoding="ascii") as f:
+        with open(kmsg, "w", encoding="ascii") as f:      # one write: one record
             f.write(f"<4>WARNING: CPU: 0 PID: {os.getpid()} at suite/ioengine/explore/run.py: "
                     f"injected after the write of data {token} (--warn-after-data)\n")
 
@@ -168,6 +169,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     if loop is None and (zfs is not None and not blockdev or zvol is not None):
         ctx.durable = durable.Durable.of(init)
         ctx.sync_always = (seq.get("props") or {}).get("sync") == "always"
+    klog = KernelLog()         # what the kernel logged while each op ran
     t0 = time.monotonic()
     setup_s = t0 - t_setup
     failed: tuple[int, Outcome] | None = None
@@ -188,6 +190,8 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                                  ctx.frozen, ctx.sync_always)
             tamper_hook(ctx, step, o, tamper_data)
             warn_hook(step, o, warn_data)
+            if said := klog.new():
+                o.extra["kmsg"] = said
             emit(op_line(i, step, o, ctx.model.size, (time.monotonic() - t) * 1000))
             if o.outcome in seen:
                 seen[o.outcome].append(i)
@@ -201,6 +205,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
             if not o.ok and failed is None:
                 failed = (len(steps) - 1, o)
     finally:
+        klog.close()
         if not target.hung:
             target.close()
     if loop is not None and not target.hung:
