@@ -78,3 +78,18 @@ def test_an_o_direct_cell_is_executed_only_where_direct_io_served_it():
                                         "the others: arc 1")
     table = reach.table(reach.from_runs(runs), reach.from_runs(runs, "executed"))
     assert "O_DIRECT cells executed on the Direct I/O path: 1 of 2 drawn (50%)" in table
+
+
+def test_most_aligned_direct_requests_are_drawn_in_whole_records():
+    """The shape OpenZFS serves by Direct I/O: before the whole-record draw, a page
+    inside a record (served through the ARC) was what most aligned requests were."""
+    from suite.explore.gen import Choices, _recordsize, generate, sequence_seed
+    whole = aligned = 0
+    for k in range(60):
+        seq = generate(sequence_seed(1, k), 40, "file", 3 << 20, Choices())
+        rec = _recordsize(seq.props)
+        for o in seq.ops:
+            if reach.asks_direct(seq, o) and o.aligned and o.buf != "anon_offset":
+                aligned += 1
+                whole += o.off % rec == 0 and o.len % rec == 0 and o.len > 0
+    assert aligned > 100 and whole / aligned >= 0.5, (whole, aligned)
