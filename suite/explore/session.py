@@ -36,7 +36,7 @@ from suite.explore.crashes.avoid import known_failure, known_hang, known_report
 from suite.explore.crashes.trip import Trip
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.failure import cause, direct, failure_signature, same_failure, signature
+from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import past_known, sequences_run
 from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables, served
