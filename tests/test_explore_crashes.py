@@ -478,3 +478,15 @@ def test_the_engine_reads_what_the_kernel_logged_during_an_op():
     assert log.new() == ["ozfs-vmci self-test: WARNING: a warning line, kept"]
     assert log.new() == []
     log.close()
+
+
+def test_a_racing_write_that_leaves_zeros_is_the_verify_finding_and_no_other_failure_is():
+    from suite.explore.crashes.avoid import known_failure
+    from suite.report.upstream import load
+    findings = load()
+    zeros = ("racing write: the byte at 12288 is 0x00, none of the contents it may hold "
+             "(first 0xed, second 0x09, old 0xb1)")
+    f = known_failure("wrong-bytes", "pwritev", "6.1.0", findings, None, True, zeros)
+    assert f is not None and f.id == "dio-write-refused-by-verify-zeroes-dirty-block"
+    other = "racing write: the byte at 12288 is 0x41, none of the contents it may hold"
+    assert known_failure("wrong-bytes", "pwritev", "6.1.0", findings, None, True, other) is None

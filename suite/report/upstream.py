@@ -69,6 +69,9 @@ class UpstreamFinding:
     # A signature per kind (``[findings.signatures]``: kind = regex), where one
     # expression cannot say each of its own kinds; the others take ``signature``.
     signatures: tuple[tuple[str, str], ...] = ()
+    # Explore: a failure of ``explore_ops`` is this finding only when what the engine
+    # said of it (the verdict's text) matches this (e.g. the bytes a write left).
+    explore_why: str = ""
 
     def signature_of(self, kind: str) -> str:
         return dict(self.signatures).get(kind, self.signature)
@@ -132,6 +135,7 @@ def check(f: UpstreamFinding) -> list[str]:
         if k not in f.kinds:
             out.append(f"signatures.{k}: not one of its kinds")
     for what, rx in (("signature", f.signature), ("explore_hang_stack", f.explore_hang_stack),
+                     ("explore_why", f.explore_why),
                      *((f"signatures.{k}", v) for k, v in f.signatures)):
         try:
             re.compile(rx)
@@ -157,7 +161,8 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
                            tuple(f.get("explore_after", ())), tuple(f.get("also", ())),
                            bool(f.get("explore_direct", False)),
                            f.get("explore_hang_stack", ""),
-                           tuple(sorted((f.get("signatures") or {}).items())))
+                           tuple(sorted((f.get("signatures") or {}).items())),
+                           f.get("explore_why", ""))
            for f in data.get("findings", [])]
     wrong = [f"{f.id}: {w}" for f in out for w in check(f)]
     if wrong:
