@@ -123,7 +123,10 @@ def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
     assert "XPASS" in out and "fixed upstream? retire the finding" in out
     v = verdicts(pytester)
     assert v["test_known"]["outcome"] == "xfailed"
-    assert v["test_known"]["reason"].startswith("known upstream finding stale-read: An O_DIRECT")
+    assert v["test_known"]["reason"].startswith(
+        "known upstream finding stale-read (by kinds wrong-bytes): An O_DIRECT")
+    assert v["test_panic_known"]["reason"].startswith(
+        "known upstream finding pin-panic (by /VERIFY0\\(len\\) failed/)")
     assert v["test_new"]["outcome"] == "failed"
     assert v["test_known_and_more"]["outcome"] == "failed", "a new symptom beside it is new"
     assert v["test_fixed"]["outcome"] == "xpassed"

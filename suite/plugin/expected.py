@@ -51,7 +51,13 @@ def findings(config: pytest.Config) -> list[upstream.UpstreamFinding]:
 
 
 def reason(found: list[upstream.UpstreamFinding]) -> str:
-    return "known upstream finding " + "; ".join(f"{f.id}: {f.title}" for f in found)
+    """``known upstream finding ID (by /SIGNATURE/): TITLE``: which finding, and the
+    signature the case's symptoms were matched by (its kinds, where it needs none)."""
+    def by(f: upstream.UpstreamFinding) -> str:
+        sigs = [f.signature] if f.signature else [v for _, v in f.signatures]
+        return f"/{'/, /'.join(sigs)}/" if sigs else f"kinds {', '.join(f.kinds)}"
+    return "known upstream finding " + "; ".join(f"{f.id} (by {by(f)}): {f.title}"
+                                                  for f in found)
 
 
 def can_pass_unseen(f: upstream.UpstreamFinding) -> bool:
