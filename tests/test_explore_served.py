@@ -74,9 +74,15 @@ def test_an_o_direct_cell_is_executed_only_where_direct_io_served_it():
     done = reach.run_cells(lines)
     assert "dio:heap:read" in done and "dio:map_target:write" not in done
     assert "map_target:write" in done, "executed, on the ARC's path"
-    runs = [{"cells": drawn, "executed": done, "served": reach.served(lines)}]
+    runs = [{"cells": drawn, "executed": done, "served": reach.served(lines),
+             "dio_allowed": reach.dio_allowed(seq)}]
     assert reach.served_share(runs) == ("O_DIRECT requests served by Direct I/O: 1 of 2 (50%); "
                                         "the others: arc 1")
+    off = {"cells": [], "executed": [], "served": {"arc": 2}, "dio_allowed": False}
+    assert reach.served_share(runs + [off]).endswith(
+        "where the sequence allowed Direct I/O (zfs_dio_enabled=1, direct not disabled): "
+        "1 of 2 (50%)")
+    assert not reach.dio_allowed(Sequence(1, params={"zfs_dio_enabled": 0}))
     table = reach.table(reach.from_runs(runs), reach.from_runs(runs, "executed"))
     assert "O_DIRECT cells executed on the Direct I/O path: 1 of 1 drawn (100%)" in table
 

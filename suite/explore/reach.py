@@ -95,17 +95,33 @@ def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
     return dict(out)
 
 
+def dio_allowed(seq: Sequence) -> bool:
+    """The sequence's conditions let Direct I/O serve a request: the build's switch
+    on (``zfs_dio_enabled``) and the dataset's ``direct`` not ``disabled``."""
+    return seq.params.get("zfs_dio_enabled", 1) != 0 and seq.props.get("direct") != "disabled"
+
+
 def served_share(runs: Iterable[dict[str, Any]]) -> str:
-    """``O_DIRECT requests served by Direct I/O: N of M (P%)``, over a summary's runs."""
-    total: Counter = Counter()
-    for r in runs:
-        total.update(r.get("served") or {})
-    n = sum(total.values())
+    """``O_DIRECT requests served by Direct I/O: N of M (P%)``, over a summary's runs,
+    then over those whose conditions allowed Direct I/O."""
+    runs = list(runs)
+
+    def share(rs: list[dict[str, Any]]) -> tuple[Counter, int]:
+        total: Counter = Counter()
+        for r in rs:
+            total.update(r.get("served") or {})
+        return total, sum(total.values())
+    total, n = share(runs)
     if not n:
         return "O_DIRECT requests served by Direct I/O: none measured"
     rest = ", ".join(f"{k} {total[k]}" for k in ("arc", "memory", "unmeasured") if total[k])
-    return (f"O_DIRECT requests served by Direct I/O: {total['dio']} of {n} "
-            f"({100 * total['dio'] / n:.0f}%)" + (f"; the others: {rest}" if rest else ""))
+    out = (f"O_DIRECT requests served by Direct I/O: {total['dio']} of {n} "
+           f"({100 * total['dio'] / n:.0f}%)" + (f"; the others: {rest}" if rest else ""))
+    allowed, m = share([r for r in runs if r.get("dio_allowed")])
+    if m and m != n:
+        out += (f"; where the sequence allowed Direct I/O (zfs_dio_enabled=1, direct not "
+                f"disabled): {allowed['dio']} of {m} ({100 * allowed['dio'] / m:.0f}%)")
+    return out
 
 
 def seq_cells(seq: Sequence) -> list[str]:

@@ -39,7 +39,8 @@ from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import past_known, sequences_run
-from suite.explore.reach import crash_points, run_cells, seq_cells, seq_tunables, served
+from suite.explore.reach import (crash_points, dio_allowed, run_cells, seq_cells,
+                                 seq_tunables, served)
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
@@ -388,6 +389,7 @@ class Explorer:
                                 "cells": seq_cells(seq), "tunables": seq_tunables(seq),
                                 "executed": run_cells(self.last_lines, seq),
                                 "served": served(self.last_lines),
+                                "dio_allowed": dio_allowed(seq),
                                 "crashes": crash_points(self.last_lines),
                                 "power_cuts": crash_points(self.last_lines, "power_cut"),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
