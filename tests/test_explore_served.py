@@ -100,3 +100,15 @@ def test_most_aligned_direct_requests_are_drawn_in_whole_records():
                 aligned += 1
                 whole += o.off % rec == 0 and o.len % rec == 0 and o.len > 0
     assert aligned > 100 and whole / aligned >= 0.5, (whole, aligned)
+
+
+def test_a_kept_sequence_evicts_as_it_was_found_and_a_new_one_drops_the_caches():
+    """The corpus's findings need what stayed cached (a rollback's stale pages): a
+    sequence kept before eviction dropped the caches replays without dropping them."""
+    from suite.explore.gen import Choices, generate
+    corpus = Path(__file__).resolve().parents[1] / "cases" / "explore_corpus"
+    kept = Sequence.from_json((corpus / "rollback-keeps-cached-pages.json").read_text())
+    assert kept.evict == "" and "evict" not in kept.to_dict()
+    new = generate(7, 10, "file", 1 << 20, Choices())
+    assert new.evict == "drop" and Sequence.from_json(new.to_json()).evict == "drop"
+    assert new.with_ops(new.ops[:2]).evict == "drop", "a shrunk sequence keeps it"

@@ -356,7 +356,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = [replace(o, buf="anon") if o.buf == "racing" and o.op in WRITES else o
                for o in ops]
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
-                    init_size=init, file_size_max=file_size_max, caller=caller)
+                    init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
 
 
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:

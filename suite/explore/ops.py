@@ -117,6 +117,11 @@ class Sequence:
     # Who issues the requests: {} the engine itself; {"kind": "loop", "dio": 0|1,
     # "lbs": 512|4096} a loop device over the sequence's file (the ops go to it).
     caller: dict[str, Any] = field(default_factory=dict)
+    # How ``evict`` evicts: "drop" (generated since 2026-12-06): posix_fadvise and, in a
+    # guest, the kernel's caches, after each three-way read too; "" (a sequence kept
+    # before): posix_fadvise alone, as it was found with (on OpenZFS before April 2026
+    # it evicted nothing, and the corpus's findings need what stayed cached).
+    evict: str = ""
 
     def with_ops(self, ops: list[Op] | tuple[Op, ...]) -> "Sequence":
         return replace(self, ops=tuple(ops))
@@ -127,6 +132,7 @@ class Sequence:
                 "props": dict(sorted(self.props.items())),
                 "params": dict(sorted(self.params.items())),
                 **({"caller": dict(sorted(self.caller.items()))} if self.caller else {}),
+                **({"evict": self.evict} if self.evict else {}),
                 "ops": [o.to_dict() for o in self.ops]}
 
     def to_json(self) -> str:
@@ -149,7 +155,7 @@ class Sequence:
                    ops=tuple(Op.from_dict(o) for o in d.get("ops") or ()),
                    target=str(d.get("target", "file")), init_size=int(d.get("init_size", 0)),
                    file_size_max=int(d.get("file_size_max", 1 << 20)),
-                   caller=dict(d.get("caller") or {}))
+                   caller=dict(d.get("caller") or {}), evict=str(d.get("evict", "")))
 
     @classmethod
     def from_json(cls, text: str) -> "Sequence":

@@ -147,6 +147,8 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     loop = callers.make(seq.get("caller"), path, int(seq.get("file_size_max", 0)))
     meter = Meter(pool_of(path, zvol))         # which path served each O_DIRECT request
     props = seq.get("props") or {}
+    # The kernel's caches dropped only where the sequence asks (one kept before did not).
+    drop_caches = drop_caches and seq.get("evict") == "drop"
     # Said before it runs, like each op: a kernel that dies in the setup is named there.
     emit({"event": "setup", "what": (callers.describe(loop) if loop else f"create {path}, ") +
           f"write {len(init)} bytes, fsync, POSIX_FADV_DONTNEED"})
