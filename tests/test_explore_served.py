@@ -112,3 +112,15 @@ def test_a_kept_sequence_evicts_as_it_was_found_and_a_new_one_drops_the_caches()
     new = generate(7, 10, "file", 1 << 20, Choices())
     assert new.evict == "drop" and Sequence.from_json(new.to_json()).evict == "drop"
     assert new.with_ops(new.ops[:2]).evict == "drop", "a shrunk sequence keeps it"
+
+
+def test_the_arc_is_flushed_only_in_a_guest_with_the_builds_commands():
+    from types import SimpleNamespace
+    from suite.ioengine.explore.file import flush_arc
+    calls: list[tuple[str, ...]] = []
+    zfs = SimpleNamespace(run=lambda *a: calls.append(a))
+    flush_arc(SimpleNamespace(drop_caches=True, zfs=zfs))
+    assert calls == [("zinject", "-a")]
+    flush_arc(SimpleNamespace(drop_caches=False, zfs=zfs))
+    flush_arc(SimpleNamespace(drop_caches=True, zfs=None))
+    assert len(calls) == 1, "a kept sequence, or no ZFS commands: the ARC is left alone"

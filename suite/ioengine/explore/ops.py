@@ -22,7 +22,7 @@ from typing import Any, Callable, ContextManager
 from ..content import compare
 from .actors import op_actors
 from .outward import OUTWARD_OPS
-from .file import (evict, op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
+from .file import (evict, flush_arc, op_evict, op_fdatasync, op_fsync, op_mmap_read, op_mmap_write,
                            op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
 from .origins import Want
 from .requests import UNSUPPORTED, IoBuffer
@@ -407,6 +407,7 @@ def _read_paths(ctx: Ctx, size: int) -> dict[str, bytes | OSError]:
             out["mmap"] = e
         if ctx.drop_caches:
             evict(t.fd, True)
+            flush_arc(ctx)      # the buffered read filled the ARC too
     return out
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from ..blockdev import wait_zvol, zvol_name
 from ..content import pattern
 from . import callers, durable
-from .file import evict
+from .file import evict, flush_arc
 from .kmsg import KernelLog
 from .model import Ctx, Model, Outcome, check_bytes
 from .ops import OPS
@@ -166,6 +166,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
         source = pattern(f"{seed}:src", 0, int(seq.get("file_size_max", 0)))
     ctx = Ctx(target, Model(init), seed, source, zfs, power_wait_s=power_wait_s, zvol=zvol,
               drop_caches=drop_caches)
+    flush_arc(ctx)             # the initial content was written through the ARC
     # A crash can be made here: a file on a dataset (the ZFS commands given), or a zvol
     # (a power cut; its flush is fsync). Not through a caller.
     if loop is None and (zfs is not None and not blockdev or zvol is not None):
