@@ -40,11 +40,16 @@ def normalize(text: str) -> str:
     return _NUMBER.sub("N", text.strip())
 
 
+def untimed(line: str) -> str:
+    """A console line without its timestamp (``[  12.345678] ``) and log level."""
+    return _TIMESTAMP.sub("", line.strip())
+
+
 def title(line: str) -> str:
     """A kernel report's title: its line without the console's timestamp, its
     numbers taken out (``[ 12.3] VERIFY0(len) failed (-4096)`` ->
     ``VERIFY0(len) failed (-N)``)."""
-    return normalize(_TIMESTAMP.sub("", line))
+    return normalize(untimed(line))
 
 
 def frames(lines: Iterable[str], limit: int = 4, openzfs: bool = False) -> tuple[str, ...]:

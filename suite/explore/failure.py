@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from suite.explore.judge import Verdict
 from suite.explore.ops import Op, Sequence
+from suite.ioengine.explore.served import wants_direct
 
 # Ops that change every byte of the target at once.
 WHOLE = ("rollback",)
@@ -55,7 +56,7 @@ def label(op: Op | None) -> str:
 
 def direct(seq: Sequence, op: Op) -> bool:
     """``op`` asked for Direct I/O: O_DIRECT, or a dataset of ``direct=always``."""
-    return op.direct or seq.props.get("direct") == "always"
+    return wants_direct(op.direct, seq.props)
 
 
 def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BUF_SOURCES, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
                                Sequence)
 
@@ -84,7 +85,7 @@ NOT_DIRECT = ("anon_offset", "holed", "map_target")
 
 def asks_direct(seq: Sequence, o: Any) -> bool:
     """An op of the sequence's own reads and writes that asks for Direct I/O."""
-    return o.op in IO_OPS and (o.direct or seq.props.get("direct") == "always")
+    return served_asks(o.op, o.direct, seq.props)
 
 
 def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:

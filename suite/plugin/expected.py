@@ -26,6 +26,7 @@ from suite.report import upstream
 BUILD_COMMIT = pytest.StashKey[str]()            # the source commit of the build under test
 BUILD_SERIES = pytest.StashKey[bool]()           # a series is applied on top of upstream
 _FINDINGS = pytest.StashKey[list]()
+LOADED = pytest.StashKey[list]()             # findings.toml as read (and checked) at configure
 
 
 def add_options(addoption) -> None:
@@ -46,7 +47,8 @@ def findings(config: pytest.Config) -> list[upstream.UpstreamFinding]:
     if _FINDINGS not in config.stash:
         commit = config.stash.get(BUILD_COMMIT, "")
         lacks = upstream.git_lacks([commit]) if commit else None
-        config.stash[_FINDINGS] = upstream.applying(upstream.load(), lacks)
+        loaded = config.stash[LOADED] if LOADED in config.stash else upstream.load()
+        config.stash[_FINDINGS] = upstream.applying(loaded, lacks)
     return config.stash[_FINDINGS]
 
 

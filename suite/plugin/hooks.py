@@ -159,7 +159,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     try:                    # a finding that would match by kind alone, likewise
-        upstream.load()
+        config.stash[expected.LOADED] = upstream.load()
     except SuiteError as e:
         raise pytest.UsageError(str(e)) from e
     for m in MARKERS:

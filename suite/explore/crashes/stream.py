@@ -23,7 +23,6 @@ A guest that tripped is not fit: the session asks for a fresh one
 """
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -35,6 +34,7 @@ from suite.explore.crashes.trip import InFlight, Trip, kernel_trip
 from suite.explore.session import RunOutput
 from suite.guest.evidence import DSTATE_SCRIPT
 from suite.guest.lifecycle import TRIP_KINDS
+from suite.signatures import untimed
 
 POLL_S = 1.0
 # The engine's tasks (the resident server's forked children run its code): state,
@@ -67,7 +67,7 @@ def raised_in(lines: list[dict[str, Any]], report: Any) -> tuple[int | None, str
     """(index, kind) of the op that raised a kernel report: the op whose line carries
     it (the engine's own read of the kernel log, ``kmsg``); else the op in flight (the
     report stopped it), else the last op that ended."""
-    said = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", str(getattr(report, "line", "")).strip())
+    said = untimed(str(getattr(report, "line", "")))
     for ln in lines:
         if ln.get("event") == "op" and isinstance(ln.get("i"), int) and \
                 any(k and (k in said or said in k) for k in ln.get("kmsg") or ()):

@@ -10,12 +10,11 @@ it stopped in and the OpenZFS frames its tasks wait in (``suite/signatures.py``)
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 # One definition of a kernel report's title and frames for the whole suite.
-from suite.signatures import frames, normalize, report_frames, signed
+from suite.signatures import frames, normalize, report_frames, signed, untimed
 
 __all__ = ["InFlight", "KINDS", "Trip", "frames", "kernel_trip", "normalize"]
 
@@ -126,6 +125,6 @@ def kernel_trip(finding: Any, op: tuple[int | None, str], seconds: float = 0.0) 
     its line and the lines after it (the stack)."""
     head = finding.line.strip()
     # The console line carries a timestamp and a log prefix: the report starts after it.
-    head = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", head)
+    head = untimed(head)
     return Trip(f"kernel:{finding.kind}", head[:300], op[0], op[1],
                 (head, *finding.context), False, seconds)

@@ -96,7 +96,11 @@ class Meter:
         return self.read(self.file) if self.file else None
 
 
+def wants_direct(direct: bool, props: dict[str, str]) -> bool:
+    """A request asks for Direct I/O: O_DIRECT, or a dataset of ``direct=always``."""
+    return direct or props.get("direct") == "always"
+
+
 def asks_direct(op: str, direct: bool, props: dict[str, str]) -> bool:
-    """A read or write of the engine's own that asked for Direct I/O (O_DIRECT, or a
-    dataset of ``direct=always``)."""
-    return op in MEASURED_OPS and (direct or props.get("direct") == "always")
+    """A read or write of the engine's own that asked for Direct I/O."""
+    return op in MEASURED_OPS and wants_direct(direct, props)
