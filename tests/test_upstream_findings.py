@@ -203,3 +203,16 @@ def test_a_real_deadlock_finding_claims_its_stack_and_no_other():
     assert not upstream.covering(node, ["hang: ficlonerange: still running; stack: "
                                         "zfs_rangelock_enter < zfs_clone_range"], [f])
     assert not upstream.covering(node, ["kernel:hung_task: task python3 blocked"], [f])
+
+
+def test_a_known_finding_beside_a_part_the_harness_did_not_prove_is_inconclusive():
+    """A corpus replay that returned no result beside replays with the finding's own
+    symptom: neither a new failure (FAIL) nor the finding alone (XFAIL)."""
+    c = _case("test_x[a]", "fail", "wrong-bytes: replay 1: 16 wrong bytes",
+              "no-result: replay 2: the engine never said it was done (rc=137)")
+    other = _case("test_x[a]", "fail", "EFAULT: op 1", "no-result: replay 2: rc=137")
+    upstream.mark([c, other], [FINDING])
+    assert c.status == "inconclusive" and c.known == "stale-read"
+    assert "proved nothing: no-result" in c.why
+    assert other.status == "fail" and not other.known, "a new symptom stays a failure"
+    assert run_verdict([c], []).status == "inconclusive"

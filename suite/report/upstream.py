@@ -265,3 +265,12 @@ def mark(cases: list["Case"], findings: list[UpstreamFinding] | None = None,
                 continue
             said = "; ".join(f"{f.id} ({f.seen}; {f.where})" for f in found)
             c.why = f"known upstream finding {said}: {c.why}"
+            continue
+        proved = [x for x in c.symptoms if symptom_kind(x) not in INFRASTRUCTURE]
+        unproved = [x for x in c.symptoms if symptom_kind(x) in INFRASTRUCTURE]
+        found = covering(c.nodeid, proved, findings) if proved and unproved else []
+        if found:       # the finding's own symptoms, and a part the harness did not prove
+            c.known = "+".join(f.id for f in found)
+            c.status = "inconclusive"
+            c.why = (f"known upstream finding {c.known} by its signature, but part of the "
+                     f"case proved nothing: {unproved[0][:160]}")
