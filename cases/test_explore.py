@@ -126,7 +126,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
           f"{', '.join(choices.params) or 'none (the build has none of them)'}"
           + (f"; ops avoided: {', '.join(k for k in OP_KINDS if k not in choices.ops)}"
              if avoid else ""))
-    prepare_guest(zfs_guest)
+    unarmed = prepare_guest(guests.current)
+    if unarmed:
+        print(f"explore: the Direct I/O path is told by the pool's iostats alone ({unarmed})")
     pace = Pace(scale=engine.scale)     # the slowest op so far, across fresh guests
 
     power: PowerCuts | None = None

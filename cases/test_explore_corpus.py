@@ -45,8 +45,8 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests
         pytest.skip(f"the build's {kind} have no {', '.join(lacking)}: the sequence "
                     f"cannot run as found")
     seq = settable(seq, zfs_guest.has_param)
-    prepare_guest(zfs_guest)
     g = guests.current
+    prepare_guest(g)
     stream = StreamingRunner(engine, console=g.watch.seen if g and g.watch else None,
                              evidence=case_dir / "explore" / "trips")
     runner = Explorer(stream, Settings(workdir=pool.mountpoint,

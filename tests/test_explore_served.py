@@ -23,10 +23,20 @@ direct_write_bytes              4    0
 """
 
 
-def _kstat(tmp_path: Path, **n: int) -> dict[str, int] | None:
-    f = tmp_path / "iostats"
+PROFILE = """  dmu_read_abd                                        {r}               0
+  dmu_write_abd                                       {w}               0
+  zvol_read                                           9               0
+"""
+
+
+def _kstat(tmp_path: Path, probes: tuple[int, int] | None = None,
+           **n: int) -> dict[str, int] | None:
+    f, prof = tmp_path / "iostats", tmp_path / "kprobe_profile"
     f.write_text(KSTAT.format(**{"ar": 0, "aw": 0, "dr": 0, "dw": 0, **n}))
-    return read_counters(str(f))
+    prof.unlink(missing_ok=True)
+    if probes is not None:
+        prof.write_text(PROFILE.format(r=probes[0], w=probes[1]))
+    return read_counters(str(f), str(prof))
 
 
 def test_the_counter_that_moved_names_the_path(tmp_path: Path):
@@ -41,6 +51,19 @@ def test_the_counter_that_moved_names_the_path(tmp_path: Path):
     assert path_of(None, zero, write=True) == "unmeasured"
     (tmp_path / "old").write_text("name type data\nreads 4 3\n")
     assert read_counters(str(tmp_path / "old")) is None, "a kstat without the counters"
+
+
+def test_the_probes_say_direct_io_where_no_disk_read_was_counted(tmp_path: Path):
+    """A Direct I/O read of a hole or of a record the dbuf cache holds moves no
+    iostats counter: the entry point's kprobe says the Direct I/O path served it."""
+    zero = _kstat(tmp_path, probes=(5, 7))
+    assert zero is not None and zero["dmu_read_abd"] == 5 and "zvol_read" not in zero
+    assert path_of(zero, _kstat(tmp_path, probes=(6, 7)), write=False) == "dio"
+    assert path_of(zero, _kstat(tmp_path, probes=(5, 8)), write=True) == "dio"
+    # With the probes armed, a Direct I/O count alone is not taken (another thread's).
+    assert path_of(zero, _kstat(tmp_path, probes=(5, 7), dr=1), write=False) == "memory"
+    assert path_of(zero, _kstat(tmp_path, probes=(5, 8), ar=1), write=False) == "arc", \
+        "a write's probe does not serve a read"
 
 
 def test_the_pool_is_found_from_the_mount_or_the_zvol(tmp_path: Path):

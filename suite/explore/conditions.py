@@ -7,15 +7,26 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from suite.errors import SuiteError
 from suite.explore.ops import Sequence
 from suite.ioengine.explore.origins import RESERVE_HUGEPAGES
+from suite.ioengine.explore.served import PROBES
 
 
-def prepare_guest(zfs_guest: Any) -> None:
-    """What a guest needs before sequences run in it: 2 MiB pages reserved for the
-    ``hugetlb`` page origin (a guest that cannot reserve them falls back to anon
-    memory, and the op says so)."""
-    zfs_guest.guest.run(RESERVE_HUGEPAGES, timeout=60, check=False)
+def prepare_guest(zguest: Any) -> str | None:
+    """What a guest (a ``ZfsGuest``) needs before sequences run in it: 2 MiB pages
+    reserved for the ``hugetlb`` page origin (a guest that cannot reserve them
+    falls back to anon memory, and the op says so), and kprobes on the Direct I/O
+    entry points, so the engine tells which path served each O_DIRECT request
+    (``suite/ioengine/explore/served.py``). Returns why the probes could not be
+    armed (a build before Direct I/O), or None: the engine then reads the pool's
+    iostats alone."""
+    zguest.zfs.guest.run(RESERVE_HUGEPAGES, timeout=60, check=False)
+    try:
+        zguest.kprobes().install(*PROBES)
+    except SuiteError as e:
+        return str(e).splitlines()[0]
+    return None
 
 @dataclass(frozen=True)
 class GuestZfs:

@@ -48,7 +48,7 @@ class FreshGuests:
             new.watch = watch
         new.zfs.guest.mark(f"ozfs-vmci: explore: fresh guest {self.boots} after: {why[:200]}")
         new.zfs.guest.set_tripwire(tripwire(new.vm.console_path))
-        prepare_guest(new.zfs)
+        prepare_guest(new)
         pool = new.zfs.create_pool(self.spec)
         new.pool_spec = self.spec
         ds = pool.dataset(self.short, self.props)

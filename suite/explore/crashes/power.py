@@ -71,7 +71,7 @@ class PowerCuts:
         self.new = None
         z, i, pool = new.zfs, int(line["i"]), self.spec.name
         scale = self.guests.accel.scale
-        prepare_guest(z)
+        prepare_guest(new)
         engine = EngineRunner(z.guest, self.case_dir / "engine", scale=scale)
         ds = Dataset(Pool(z, pool, self.spec), self.dataset.name, self.dataset.mountpoint)
         zvols = GuestZvols(z, ds, engine) if self.target == "zvol" else None

@@ -2,17 +2,23 @@
 
 An O_DIRECT request is not always Direct I/O: OpenZFS serves it through the ARC
 when the range is in the page cache (a mapping read it), when it is misaligned,
-or when the build declines (``direct=disabled``, a verify failure). The pool's
-``iostats`` kstat counts each request by the path that moved it
-(``spa_iostats_read_add``/``_write_add``: ``direct_*_count`` for Direct I/O,
-``arc_*_count`` for the ARC's disk reads and buffered writes), in the calling
-thread, so the counters read right before and right after one op of the engine
-say which path served it:
+or when the build declines (``direct=disabled``, a verify failure). Two sources
+say which path took it, read right before and right after one op of the engine:
 
-- ``dio``: a Direct I/O count moved;
+- kprobes on the Direct I/O entry points ``dmu_read_abd``/``dmu_write_abd``
+  (armed by the host, ``suite/explore/conditions.py``; their hit counts in
+  ``kprobe_profile``): every file and zvol request OpenZFS serves by Direct I/O
+  passes there, including a read of a hole or of a record the dbuf cache holds,
+  which that path serves without a disk read;
+- the pool's ``iostats`` kstat (``spa_iostats_read_add``/``_write_add``:
+  ``direct_*_count`` for Direct I/O disk reads and writes, ``arc_*_count`` for
+  the ARC's), which counts no read served from memory, whichever path.
+
+- ``dio``: a probe's hit count (or, without probes, a Direct I/O count) moved;
 - ``arc``: only an ARC count moved (the request went the buffered way);
-- ``memory``: neither (a read served from memory: the page cache, the ARC, a
-  dirty record: no disk read was counted for it);
+- ``memory``: neither (the buffered path served it from memory: the page cache,
+  the ARC, a dirty record; without probes, a Direct I/O read of a hole or of a
+  cached record lands here too);
 - ``unmeasured``: no counters to read (no pool found, a kstat of another shape).
 
 Only the engine's own ops are measured one at a time (an ``actors`` op runs
@@ -25,6 +31,8 @@ from typing import Callable
 
 KSTAT = "/proc/spl/kstat/zfs/{pool}/iostats"
 COUNTERS = ("direct_read_count", "direct_write_count", "arc_read_count", "arc_write_count")
+PROFILE = "/sys/kernel/tracing/kprobe_profile"
+PROBES = ("dmu_read_abd", "dmu_write_abd")      # the Direct I/O entry points (read, write)
 PATHS = ("dio", "arc", "memory", "unmeasured")
 MEASURED_OPS = ("pread", "preadv", "pwrite", "pwritev")
 
@@ -56,8 +64,9 @@ def pool_of(path: str, zvol: str | None = None) -> str | None:
     return name.split("/", 1)[0] if name else None
 
 
-def read_counters(file: str) -> dict[str, int] | None:
-    """The four counters of an iostats kstat, or None (no such file or counter)."""
+def read_counters(file: str, profile: str = PROFILE) -> dict[str, int] | None:
+    """The four counters of an iostats kstat and the Direct I/O probes' hit counts
+    (``profile``), or None (no such kstat or counter)."""
     try:
         with open(file, encoding="ascii") as f:
             text = f.read()
@@ -68,7 +77,25 @@ def read_counters(file: str) -> dict[str, int] | None:
         parts = ln.split()
         if len(parts) == 3 and parts[0] in COUNTERS and parts[2].isdigit():
             out[parts[0]] = int(parts[2])
-    return out if len(out) == len(COUNTERS) else None
+    if len(out) != len(COUNTERS):
+        return None
+    out.update(read_probes(profile))
+    return out
+
+
+def read_probes(file: str = PROFILE) -> dict[str, int]:
+    """The Direct I/O probes' hit counts, keyed by symbol (none armed: empty)."""
+    try:
+        with open(file, encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out: dict[str, int] = {}
+    for ln in text.splitlines():
+        parts = ln.split()
+        if len(parts) >= 2 and parts[0] in PROBES and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
 
 
 def path_of(before: dict[str, int] | None, after: dict[str, int] | None, write: bool) -> str:
@@ -76,7 +103,11 @@ def path_of(before: dict[str, int] | None, after: dict[str, int] | None, write: 
     if before is None or after is None:
         return "unmeasured"
     way = "write" if write else "read"
-    if after[f"direct_{way}_count"] > before[f"direct_{way}_count"]:
+    probe = PROBES[1] if write else PROBES[0]
+    if probe in before and probe in after:
+        if after[probe] > before[probe]:
+            return "dio"
+    elif after[f"direct_{way}_count"] > before[f"direct_{way}_count"]:
         return "dio"
     if after[f"arc_{way}_count"] > before[f"arc_{way}_count"]:
         return "arc"
