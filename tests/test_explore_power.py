@@ -223,6 +223,8 @@ class Executes:
             ln = {"event": "op", "i": i, "op": o.op, "ok": True, "outcome": "ok"}
             if o.op in ("pread", "preadv", "pwrite", "pwritev"):
                 ln["buf"] = o.buf
+            if o.limit:
+                ln["limit"] = o.limit
             if o.op == "actors":
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):

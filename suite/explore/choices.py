@@ -146,6 +146,10 @@ class Choices:
     # those whose bytes come in as user pages through a pipe (vmsplice, then splice).
     # Drawn from a generator of their own: other draws stay as they were.
     outward_share: float = 0.12
+    # of writes to a file of the dataset (not through a caller), those cut by a limit
+    # reached mid-request: RLIMIT_FSIZE, or the dataset's refquota (with the ZFS
+    # commands): suite/ioengine/explore/limits.py. From a generator of its own.
+    limit_share: float = 0.06
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BUF_SOURCES, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
                                Sequence)
@@ -134,7 +135,8 @@ def seq_cells(seq: Sequence) -> list[str]:
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
                   ({"crash:power-slow"} if any(o.op == "power_cut" and o.slow_ms
-                                               for o in seq.ops) else set()))
+                                               for o in seq.ops) else set()) |
+                  {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")})
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -172,6 +174,10 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
             cells.add("crash:power-slow")       # the writes in flight on slowed disks
     cells |= {f"moved:{ln['op']}" for ln in lines if ln.get("event") == "op"
               and ln.get("op") in MOVERS and ln.get("outcome") == "ok"}
+    # A limit reached: the write ran under it (cut, refused whole, or a finding).
+    cells |= {f"limit:{ln['limit']}" for ln in lines if ln.get("event") == "op"
+              and ln.get("limit") in LIMITS and not ln.get("limit_unset")
+              and ln.get("outcome") in ("ok", "failed")}
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
         cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
                                        and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
@@ -201,6 +207,7 @@ class Reach:
         want += CALLER_CELLS
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         want += [f"moved:{m}" for m in MOVERS]
+        want += [f"limit:{k}" for k in LIMITS]
         want += list(crashes)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
@@ -272,6 +279,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append(f"  {'  on slowed disks':20s} {cell('crash:power-slow'):>12s}")
     lines.append(f"moved by the kernel: sequences ({head})")
     lines.append("  " + "  ".join(f"{m} {cell('moved:' + m)}" for m in MOVERS))
+    lines.append(f"writes cut by a limit: sequences ({head})")
+    lines.append("  " + "  ".join(f"{k} {cell('limit:' + k)}" for k in LIMITS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

@@ -1,11 +1,12 @@
 """Draws made after a sequence's ops, each from a generator of its own so a seed's
 other draws stay what they were: reads and writes turned into the kernel moving bytes
 out of the target or user pages in through a pipe (``outward``), and a crash point
-(``crash_point``: ``freeze`` ... ``crash``), and a power cut to end a sequence
-(``power_cut``)."""
+(``crash_point``: ``freeze`` ... ``crash``), a power cut to end a sequence
+(``power_cut``), and writes cut by a limit reached mid-request (``limit_writes``)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
@@ -35,6 +36,21 @@ def outward(ops: list[Op], r: random.Random, ch: "Choices", block: bool = False)
             o = Op(r.choice(outs), direct=o.direct, off=o.off, len=o.len)
         elif o.op in WRITES and "vmsplice_in" in ch.ops and roll < ch.outward_share:
             o = Op("vmsplice_in", direct=o.direct, off=o.off, len=o.len, data=o.data)
+        out.append(o)
+    return out
+
+
+def limit_writes(ops: list[Op], r: random.Random, share: float, quota: bool) -> list[Op]:
+    """``share`` of the writes cut by a limit mid-request (``Op.limit``:
+    ``RLIMIT_FSIZE``, or the dataset's ``refquota`` where ``quota``: the ZFS
+    commands are there). Not a racing or holed buffer's (their bytes are not the
+    op's alone). The generator advances on writes alone."""
+    out = []
+    for o in ops:
+        if o.op in WRITES:
+            roll, kind = r.random(), r.choice(("fsize", "quota") if quota else ("fsize",))
+            if roll < share and o.buf not in ("racing", "holed"):
+                o = replace(o, limit=kind)
         out.append(o)
     return out
 

@@ -27,6 +27,7 @@ from .file import (evict, flush_arc, op_evict, op_fdatasync, op_fsync, op_mmap_r
 from .origins import Want
 from .requests import UNSUPPORTED, IoBuffer
 from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
+from . import limits
 from .race import Racer, landed
 from .step import OPS, Step
 from .xfer import clone_range, copy_range, sendfile_into, splice_into
@@ -192,6 +193,8 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
         if buf.used == "map_target" and (bad := check_bytes(data, ctx.model, s.off,
                                                            "the target's own mapping")):
             return bad              # the page cache disagrees before the write
+        if s.limit:
+            return _limited_write(ctx, s, buf, data)
         res, err, stage, racer = _issue(ctx, s, buf, write=True)
         judge = _judge_holed_write if buf.hole is not None else _judge_write
         o = judge(ctx, s, buf, data, res, err, stage)
@@ -200,6 +203,28 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
     finally:
         if not ctx.target.hung:
             buf.close()
+
+
+def _limited_write(ctx: Ctx, s: Step, buf: IoBuffer, data: bytes) -> Outcome:
+    """A write cut by a limit (``suite/ioengine/explore/limits.py``): the limit in
+    place while the request is in flight, then judged by what the limit allows."""
+    if buf.hole is not None or s.buf == "racing":
+        return Outcome("unsupported", why=f"a {s.limit} limit with a {buf.used} buffer "
+                       "(its bytes are not the op's alone)")
+    unset = None
+    with limits.limited(ctx, s.limit, s.off, s.len) as why:
+        unset = why
+        res, err, stage, racer = _issue(ctx, s, buf, write=True)
+    if stage == "timeout":
+        return failed("hang", f"no completion within {ctx.target.timeout_s}s")
+    if err and (o := _refused(err, stage, s, buf)) is not None:
+        return o
+    if s.limit == "fsize":
+        o = limits.judge_fsize(ctx, s.off, data, res, err, stage)
+    else:
+        o = limits.judge_quota(ctx, s.off, data, res, err, stage, unset)
+    o.extra.update(_buffer_note(s, buf, racer))
+    return o
 
 
 def _judge_write(ctx: Ctx, s: Step, buf: IoBuffer, data: bytes, res: int | None, err: int,
