@@ -225,6 +225,8 @@ class Executes:
                 ln["buf"] = o.buf
             if o.limit:
                 ln["limit"] = o.limit
+            if o.flags:
+                ln["flags"] = o.flags
             if o.op == "actors":
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):

@@ -150,6 +150,9 @@ class Choices:
     # reached mid-request: RLIMIT_FSIZE, or the dataset's refquota (with the ZFS
     # commands): suite/ioengine/explore/limits.py. From a generator of its own.
     limit_share: float = 0.06
+    # of reads and writes, those given a per-call flag (RWF_APPEND, RWF_DSYNC,
+    # RWF_NOWAIT, RWF_HIPRI: suite/ioengine/explore/flags.py). A generator of its own.
+    flags_share: float = 0.08
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

@@ -38,8 +38,9 @@ TARGETS = ("file", "blockdev", "zvol")
 
 # The fields each kind uses; the others stay at their defaults and out of the JSON.
 _FIELDS: dict[str, tuple[str, ...]] = {
-    **{k: ("iface", "direct", "off", "len", "buf", "buf_off") for k in READS},
-    **{k: ("iface", "direct", "off", "len", "buf", "buf_off", "data", "limit") for k in WRITES},
+    **{k: ("iface", "direct", "off", "len", "buf", "buf_off", "flags") for k in READS},
+    **{k: ("iface", "direct", "off", "len", "buf", "buf_off", "data", "limit", "flags")
+       for k in WRITES},
     "mmap_read": ("off", "len"), "mmap_write": ("off", "len", "data"),
     "punch_hole": ("off", "len"), "zero_range": ("off", "len"),
     "copy_range": ("off", "len", "src_off"), "clone_range": ("off", "len", "src_off"),
@@ -71,7 +72,7 @@ class Op(Step):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {"op": self.op, **{k: d[k] for k in self.used_fields()
-                                  if k not in ("buf_off", "slow_ms", "limit") or d[k]}}
+                                  if k not in ("buf_off", "slow_ms", "limit", "flags") or d[k]}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Op":
@@ -99,6 +100,8 @@ class Op(Step):
                 words.append(f"segs={max(1, self.segs)}")
             if self.limit:
                 words.append(f"limit={self.limit}")
+            if self.flags:
+                words.append(f"flags={self.flags}")
             return " ".join(words)
         return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
                                      if k == "direct" else f"{k}={getattr(self, k)}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BUF_SOURCES, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
@@ -29,6 +30,7 @@ CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
 # The kernel moving bytes: into the target from the source file, out of it, user pages in.
 MOVERS = ("copy_range",) + TRANSFER_OPS + OUTWARD
 ACTOR_COUNTS = (1, 2, 3, 4)
+FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
 
 
@@ -136,7 +138,9 @@ def seq_cells(seq: Sequence) -> list[str]:
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
                   ({"crash:power-slow"} if any(o.op == "power_cut" and o.slow_ms
                                                for o in seq.ops) else set()) |
-                  {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")})
+                  {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")} |
+                  {f"flag:{o.flags}:{direction(o.op)}" for o in seq.ops
+                   if o.op in IO_OPS and getattr(o, "flags", "")})
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -178,6 +182,10 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     cells |= {f"limit:{ln['limit']}" for ln in lines if ln.get("event") == "op"
               and ln.get("limit") in LIMITS and not ln.get("limit_unset")
               and ln.get("outcome") in ("ok", "failed")}
+    # A flag executed: the kernel took the request with it (a refusal is not).
+    cells |= {f"flag:{ln['flags']}:{direction(str(ln.get('op')))}" for ln in lines
+              if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("flags")
+              and ln.get("outcome") in ("ok", "failed")}
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
         cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
                                        and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
@@ -208,6 +216,7 @@ class Reach:
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         want += [f"moved:{m}" for m in MOVERS]
         want += [f"limit:{k}" for k in LIMITS]
+        want += FLAG_CELLS
         want += list(crashes)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
@@ -281,6 +290,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append("  " + "  ".join(f"{m} {cell('moved:' + m)}" for m in MOVERS))
     lines.append(f"writes cut by a limit: sequences ({head})")
     lines.append("  " + "  ".join(f"{k} {cell('limit:' + k)}" for k in LIMITS))
+    lines.append(f"per-call flags (RWF_*): sequences ({head})")
+    lines.append("  " + "  ".join(f"{c.removeprefix('flag:')} {cell(c)}" for c in FLAG_CELLS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

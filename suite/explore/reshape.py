@@ -2,7 +2,8 @@
 other draws stay what they were: reads and writes turned into the kernel moving bytes
 out of the target or user pages in through a pipe (``outward``), and a crash point
 (``crash_point``: ``freeze`` ... ``crash``), a power cut to end a sequence
-(``power_cut``), and writes cut by a limit reached mid-request (``limit_writes``)."""
+(``power_cut``), writes cut by a limit reached mid-request (``limit_writes``), and
+per-call flags on reads and writes (``flag_requests``)."""
 from __future__ import annotations
 
 import random
@@ -10,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
+from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 
 PAGE = 4096
 POWER_LENGTHS = (4096, 16384, 131072, 1 << 20)
@@ -51,6 +53,22 @@ def limit_writes(ops: list[Op], r: random.Random, share: float, quota: bool) -> 
             roll, kind = r.random(), r.choice(("fsize", "quota") if quota else ("fsize",))
             if roll < share and o.buf not in ("racing", "holed"):
                 o = replace(o, limit=kind)
+        out.append(o)
+    return out
+
+
+def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+    """``share`` of the reads and writes given a per-call flag (``Op.flags``:
+    ``RWF_APPEND``, ``RWF_DSYNC``, ``RWF_NOWAIT``, ``RWF_HIPRI``; reads: the last
+    two). Not a racing, holed or limited one. The generator advances on reads and
+    writes alone."""
+    out = []
+    for o in ops:
+        if o.op in READS + WRITES:
+            roll = r.random()
+            pick = r.choice(WRITE_FLAGS if o.op in WRITES else READ_FLAGS)
+            if roll < share and o.buf not in ("racing", "holed") and not o.limit:
+                o = replace(o, flags=pick)
         out.append(o)
     return out
 

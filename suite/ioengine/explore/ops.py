@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
+from dataclasses import replace
 import mmap
 import os
 from typing import Any, Callable, ContextManager
@@ -27,7 +28,7 @@ from .file import (evict, flush_arc, op_evict, op_fdatasync, op_fsync, op_mmap_r
 from .origins import Want
 from .requests import UNSUPPORTED, IoBuffer
 from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
-from . import limits
+from . import flags, limits
 from .race import Racer, landed
 from .step import OPS, Step
 from .xfer import clone_range, copy_range, sendfile_into, splice_into
@@ -60,7 +61,8 @@ def _issue(ctx: Ctx, s: Step, buf: IoBuffer,
     buf.arm()
     with _racer(ctx, s, buf) as racer:
         res, err, stage = ctx.target.issue(write, s.iface, s.direct, s.off, buf,
-                                           s.op in ("preadv", "pwritev"))
+                                           s.op in ("preadv", "pwritev"),
+                                           flags.rw_flags(s.flags))
     if not ctx.target.hung:
         buf.disarm()
     return res, err, stage, racer
@@ -104,8 +106,10 @@ def op_read(ctx: Ctx, s: Step) -> Outcome:
     try:
         res, err, stage, racer = _issue(ctx, s, buf, write=False)
         judge = _judge_holed_read if buf.hole is not None else _judge_read
-        o = judge(ctx, s, buf, res, err, stage)
-        o.extra.update(_buffer_note(s, buf, racer))
+        o = flags.judge(ctx, s, buf, res, err, stage, False, None) if s.flags \
+            else None
+        o = o or judge(ctx, s, buf, res, err, stage)
+        o.extra.update(_buffer_note(s, buf, racer), **({"flags": s.flags} if s.flags else {}))
         return o
     finally:
         if not ctx.target.hung:
@@ -195,10 +199,13 @@ def op_write(ctx: Ctx, s: Step) -> Outcome:
             return bad              # the page cache disagrees before the write
         if s.limit:
             return _limited_write(ctx, s, buf, data)
+        at = flags.where(ctx, s.flags, s.off)      # an append lands at the end of the file
         res, err, stage, racer = _issue(ctx, s, buf, write=True)
         judge = _judge_holed_write if buf.hole is not None else _judge_write
-        o = judge(ctx, s, buf, data, res, err, stage)
-        o.extra.update(_buffer_note(s, buf, racer))
+        o = flags.judge(ctx, replace(s, off=at), buf, res, err, stage, True, data) if s.flags \
+            else None
+        o = o or judge(ctx, replace(s, off=at), buf, data, res, err, stage)
+        o.extra.update(_buffer_note(s, buf, racer), **({"flags": s.flags} if s.flags else {}))
         return o
     finally:
         if not ctx.target.hung:

@@ -349,25 +349,26 @@ class Target:
         return self.src_fd
 
     def issue(self, write: bool, iface: str, direct: bool, offset: int, buf: IoBuffer,
-              vectored: bool) -> tuple[int | None, int, str | None]:
+              vectored: bool, rw_flags: int = 0) -> tuple[int | None, int, str | None]:
         """(res, errno, stage): res bytes, or -errno; stage says where it failed
-        (syscall|setup|register|submit|complete|timeout)."""
+        (syscall|setup|register|submit|complete|timeout). ``rw_flags``: the call's
+        ``RWF_*`` (``preadv2``/``pwritev2``, ``aio_rw_flags``, the SQE's)."""
         fd = self.dfd if direct else self.fd
         assert fd is not None
         try:
-            return self._issue(fd, write, iface, offset, buf, vectored)
+            return self._issue(fd, write, iface, offset, buf, vectored, rw_flags)
         finally:
             buf.done()
 
     def _issue(self, fd: int, write: bool, iface: str, offset: int, buf: IoBuffer,
-               vectored: bool) -> tuple[int | None, int, str | None]:
+               vectored: bool, rw_flags: int = 0) -> tuple[int | None, int, str | None]:
         if iface == "sync":
             # No moment between submit and completion to act in: a thread acts as the
             # call starts (an origin that forks forks beside it).
             t = threading.Thread(target=buf.in_flight, name="explore-in-flight", daemon=True)
             t.start()
             try:
-                return _sync(fd, write, offset, buf, vectored)
+                return _sync(fd, write, offset, buf, vectored, rw_flags)
             finally:
                 t.join()
         q = self.queues.get(iface)
@@ -377,7 +378,8 @@ class Target:
             except OSError as e:
                 return None, e.errno, "setup"
         self._tag += 1
-        op = IoOp(self._tag, write, fd, offset, buf, vectored)  # type: ignore[arg-type]
+        op = IoOp(self._tag, write, fd, offset, buf, vectored,  # type: ignore[arg-type]
+                  rw_flags=rw_flags)
         try:
             if q.submit([op]) != 1:
                 return None, errno_mod.EAGAIN, "submit"
@@ -422,9 +424,13 @@ class Target:
 
 
 def _sync(fd: int, write: bool, offset: int, buf: IoBuffer,
-          vectored: bool) -> tuple[int | None, int, str | None]:
+          vectored: bool, rw_flags: int = 0) -> tuple[int | None, int, str | None]:
     try:
-        if vectored:
+        if rw_flags:            # pwritev2 / preadv2 (one segment or several)
+            views = buf.views()
+            res = os.pwritev(fd, views, offset, rw_flags) if write else \
+                os.preadv(fd, views, offset, rw_flags)
+        elif vectored:
             views = buf.views()
             res = os.pwritev(fd, views, offset) if write else os.preadv(fd, views, offset)
         elif write:

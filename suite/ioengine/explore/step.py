@@ -38,6 +38,7 @@ class Step:
     barrier: str = ""       # power_cut: fsync | fdatasync | syncfs | dsync (RWF_DSYNC) | ""
     slow_ms: int = 0        # power_cut: the pool's disks answer this late (zinject -D) meanwhile
     limit: str = ""         # pwrite/pwritev: cut by a limit mid-request (fsize | quota: .limits)
+    flags: str = ""         # reads/writes: RWF_* of the call (append|dsync|nowait|hipri: .flags)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
@@ -54,6 +55,9 @@ class Step:
         if s.barrier not in ("", "fsync", "fdatasync", "syncfs", "dsync"):
             raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync, "
                              "syncfs or dsync")
+        if s.flags not in ("", "append", "dsync", "nowait", "hipri"):
+            raise ValueError(f"op {s.op!r}: flags {s.flags!r} is not append, dsync, nowait "
+                             "or hipri")
         if s.limit not in ("", "fsize", "quota"):
             raise ValueError(f"op {s.op!r}: limit {s.limit!r} is not fsize or quota")
         if min(s.off, s.len, s.size, s.buf_off, s.segs, s.src_off, s.slow_ms) < 0:
