@@ -101,8 +101,12 @@ def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 def dio_allowed(seq: Sequence) -> bool:
     """The sequence's conditions let Direct I/O serve a request: the build's switch
-    on (``zfs_dio_enabled``) and the dataset's ``direct`` not ``disabled``."""
-    return seq.params.get("zfs_dio_enabled", 1) != 0 and seq.props.get("direct") != "disabled"
+    on (``zfs_dio_enabled``), the dataset's ``direct`` not ``disabled``, and no loop
+    device between the engine and the file that reads and writes it buffered
+    (``dio=0``: its O_DIRECT is the loop device's, never the file's)."""
+    buffered_loop = seq.caller.get("kind") in ("loop", "loopfs") and not seq.caller.get("dio")
+    return seq.params.get("zfs_dio_enabled", 1) != 0 and \
+        seq.props.get("direct") != "disabled" and not buffered_loop
 
 
 def served_share(runs: Iterable[dict[str, Any]]) -> str:
@@ -129,10 +133,13 @@ def served_share(runs: Iterable[dict[str, Any]]) -> str:
 
 
 def seq_cells(seq: Sequence) -> list[str]:
-    """The ``origin:direction`` cells a sequence's requests draw (sorted, once each)."""
+    """The ``origin:direction`` cells a sequence's requests draw (sorted, once each);
+    its O_DIRECT cells only where its conditions let Direct I/O serve them
+    (:func:`dio_allowed`: a sequence with Direct I/O switched off is a control)."""
+    allowed = dio_allowed(seq)
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
                   {f"dio:{o.buf}:{direction(o.op)}" for o in seq.ops
-                   if asks_direct(seq, o) and o.buf not in NOT_DIRECT} |
+                   if allowed and asks_direct(seq, o) and o.buf not in NOT_DIRECT} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
@@ -264,8 +271,9 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         d = drawn_.cells.get(c, 0)
         return f"{d}/{executed.cells.get(c, 0)}" if executed is not None else str(d)
     head = "drawn/executed" if executed is not None else "drawn"
-    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: executed "
-             f"only where the Direct I/O path served it)",
+    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: drawn where "
+             f"the sequence's conditions allow Direct I/O, executed only where its path "
+             f"served it)",
              f"  {'origin':20s} {'read':>12s} {'write':>12s} {'O_DIRECT read':>14s} "
              f"{'O_DIRECT write':>14s}"]
     for row in ROWS:
