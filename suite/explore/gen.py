@@ -349,7 +349,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).
     cut = power_cut(random.Random(f"power:{seed}"), ch, file_size_max, n_ops,
-                    slow=target == "file") \
+                    slow=target == "file", shaped=params.get("zfs_async_dio_enabled") == 1) \
         if "power_cut" in ch.ops and (zfs_ops and target == "file" or target == "zvol") \
         else None
     ops.append(cut or Op("verify"))

@@ -91,20 +91,29 @@ def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 
 
 def power_cut(r: random.Random, ch: "Choices", file_size_max: int, token: int,
-              slow: bool = False) -> Op | None:
+              slow: bool = False, shaped: bool = False) -> Op | None:
     """``Choices.power_share`` of the sequences: a ``power_cut`` to end them (in place of
     their verify): 1-4 O_DIRECT writes through libaio or io_uring (or none), a barrier
     drawn among fsync, fdatasync, syncfs, RWF_DSYNC on the writes (``dsync``) and none;
     ``slow`` (a file, the ZFS commands given): half of them with the pool's disks slowed
     (``slow_ms``) so the writes are in flight at the barrier. Data tokens from ``token``
-    on (past every other op's)."""
-    if r.random() >= ch.power_share:
+    on (past every other op's).
+
+    ``shaped`` (the sequence runs with the async O_DIRECT path on): the durability
+    shape the async barriers must honour, drawn ``Choices.power_share_async`` of the
+    time: async writes, on slowed disks, and a barrier."""
+    if r.random() >= (ch.power_share_async if shaped else ch.power_share):
         return None
     iface = r.choice(("libaio", "libaio", "io_uring", "sync"))
     segs = r.choice((1, 2, 4))
     length = r.choice([n for n in POWER_LENGTHS if n * segs <= file_size_max] or [PAGE])
     off = r.randrange(0, max(1, (file_size_max - length * segs) // PAGE + 1)) * PAGE
     barrier = r.choice(("fsync", "fsync", "fdatasync", "syncfs", "dsync", ""))
-    slow_ms = r.choice((0, 0, 250, 1000)) if slow and iface != "sync" else 0
+    if shaped:
+        iface = "libaio" if iface == "sync" else iface
+        barrier = barrier or "fsync"
+        slow_ms = r.choice((250, 1000)) if slow else 0
+    else:
+        slow_ms = r.choice((0, 0, 250, 1000)) if slow and iface != "sync" else 0
     return Op("power_cut", iface=iface, off=off, len=length, segs=segs, data=1000 + token,
               barrier=barrier, slow_ms=slow_ms)
