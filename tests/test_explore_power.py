@@ -227,6 +227,8 @@ class Executes:
                 ln["limit"] = o.limit
             if o.flags:
                 ln["flags"] = o.flags
+            if o.op in ("held_read", "held_write"):
+                ln.update(held=True, then=o.then)
             if o.op == "actors":
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):

@@ -158,6 +158,10 @@ class Choices:
     # of reads and writes, those given a per-call flag (RWF_APPEND, RWF_DSYNC,
     # RWF_NOWAIT, RWF_HIPRI: suite/ioengine/explore/flags.py). A generator of its own.
     flags_share: float = 0.08
+    # of the async O_DIRECT reads and writes of a file with the ZFS commands, those held
+    # in flight (zinject -E) while a rollback, a barrier or a later write runs
+    # (suite/ioengine/explore/held.py). A generator of its own.
+    held_share: float = 0.15
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

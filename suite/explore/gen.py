@@ -25,7 +25,8 @@ import hashlib
 import random
 from dataclasses import replace
 
-from suite.explore.reshape import crash_point, flag_requests, limit_writes, outward, power_cut
+from suite.explore.reshape import (crash_point, flag_requests, hold_requests, limit_writes,
+                                   outward, power_cut)
 from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
 
@@ -345,6 +346,9 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = limit_writes(ops, random.Random(f"limit:{seed}"), ch.limit_share, bool(zfs_ops))
     if ch.flags_share and target_ops == "file":
         ops = flag_requests(ops, random.Random(f"flags:{seed}"), ch.flags_share)
+    if zfs_ops and target == "file" and ch.held_share and \
+            {"held_read", "held_write"} <= set(ch.ops):
+        ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share)
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).

@@ -13,7 +13,7 @@ from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
 from suite.ioengine.explore.step import CRASH_OPS, IFACES, POWER_OPS, ZFS_OPS, Step
 
-__all__ = ["OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["HELD_OPS", "OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
@@ -28,8 +28,9 @@ SYNC_OPS = ("fsync", "fdatasync", "syncfs")
 OUTWARD = ("sendfile_out", "splice_out", "copy_out", "vmsplice_in")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
+HELD_OPS = ("held_read", "held_write")
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD + POWER_OPS
+    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD + POWER_OPS + HELD_OPS
 
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
@@ -54,6 +55,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # segs O_DIRECT writes of len bytes from off, submitted and never reaped; a barrier;
     # slow_ms: the pool's disks slowed meanwhile, so the writes are still in flight
     "power_cut": ("iface", "off", "len", "segs", "data", "barrier", "slow_ms"),
+    # one async O_DIRECT request held slow_ms by zinject -E while ``then`` runs
+    "held_read": ("iface", "off", "len", "then", "slow_ms"),
+    "held_write": ("iface", "off", "len", "data", "then", "slow_ms"),
 }
 
 

@@ -15,7 +15,7 @@ from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
-from suite.explore.ops import (BUF_SOURCES, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
+from suite.explore.ops import (BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
                                Sequence)
 
 ROWS = BUF_SOURCES + ORIGINS
@@ -30,6 +30,8 @@ CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
 # The kernel moving bytes: into the target from the source file, out of it, user pages in.
 MOVERS = ("copy_range",) + TRANSFER_OPS + OUTWARD
 ACTOR_COUNTS = (1, 2, 3, 4)
+HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
+                                            for t in ("fsync", "syncfs", "later_write")]
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
 
@@ -147,7 +149,8 @@ def seq_cells(seq: Sequence) -> list[str]:
                                                for o in seq.ops) else set()) |
                   {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")} |
                   {f"flag:{o.flags}:{direction(o.op)}" for o in seq.ops
-                   if o.op in IO_OPS and getattr(o, "flags", "")})
+                   if o.op in IO_OPS and getattr(o, "flags", "")} |
+                  {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS})
 
 
 def seq_tunables(seq: Sequence) -> list[str]:
@@ -189,6 +192,10 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     cells |= {f"limit:{ln['limit']}" for ln in lines if ln.get("event") == "op"
               and ln.get("limit") in LIMITS and not ln.get("limit_unset")
               and ln.get("outcome") in ("ok", "failed")}
+    # A hold executed: the request was still in flight when ``then`` began.
+    cells |= {f"held:{ln['op']}:{ln.get('then')}" for ln in lines if ln.get("event") == "op"
+              and ln.get("op") in HELD_OPS and ln.get("held")
+              and ln.get("outcome") in ("ok", "failed", "refused")}
     # A flag executed: the kernel took the request with it (a refusal is not).
     cells |= {f"flag:{ln['flags']}:{direction(str(ln.get('op')))}" for ln in lines
               if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("flags")
@@ -223,7 +230,7 @@ class Reach:
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         want += [f"moved:{m}" for m in MOVERS]
         want += [f"limit:{k}" for k in LIMITS]
-        want += FLAG_CELLS
+        want += FLAG_CELLS + HELD_CELLS
         want += list(crashes)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
@@ -300,6 +307,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append("  " + "  ".join(f"{k} {cell('limit:' + k)}" for k in LIMITS))
     lines.append(f"per-call flags (RWF_*): sequences ({head})")
     lines.append("  " + "  ".join(f"{c.removeprefix('flag:')} {cell(c)}" for c in FLAG_CELLS))
+    lines.append(f"requests held in flight (zinject -E) while: sequences ({head})")
+    lines.append("  " + "  ".join(f"{c.removeprefix('held:')} {cell(c)}" for c in HELD_CELLS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

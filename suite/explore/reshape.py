@@ -2,8 +2,9 @@
 other draws stay what they were: reads and writes turned into the kernel moving bytes
 out of the target or user pages in through a pipe (``outward``), and a crash point
 (``crash_point``: ``freeze`` ... ``crash``), a power cut to end a sequence
-(``power_cut``), writes cut by a limit reached mid-request (``limit_writes``), and
-per-call flags on reads and writes (``flag_requests``)."""
+(``power_cut``), writes cut by a limit reached mid-request (``limit_writes``),
+per-call flags on reads and writes (``flag_requests``), and requests held in flight
+while a rollback or a barrier runs (``hold_requests``)."""
 from __future__ import annotations
 
 import random
@@ -73,6 +74,27 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     return out
 
 
+def hold_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+    """``share`` of the async O_DIRECT reads and writes (aligned, one buffer of their
+    own) become a request held in flight by ``zinject -E`` while something else runs
+    (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
+    a barrier: suite/ioengine/explore/held.py). The generator advances on reads and
+    writes alone."""
+    out = []
+    for o in ops:
+        if o.op in READS + WRITES:
+            roll = r.random()
+            then = r.choice(("rollback",) if o.op in READS else ("fsync", "syncfs", "later_write"))
+            hold_ms = r.choice((1000, 3000))
+            if roll < share and o.direct and o.iface in ("libaio", "io_uring") and \
+                    o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
+                    o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
+                o = Op("held_read" if o.op in READS else "held_write", iface=o.iface,
+                       off=o.off, len=o.len, data=o.data, then=then, slow_ms=hold_ms)
+        out.append(o)
+    return out
+
+
 def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     """``share`` of the sequences: the op at a drawn index becomes ``freeze`` and the op
     2-8 later ``crash``, where no snapshot, rollback or txg sync lies between (on a
@@ -83,7 +105,7 @@ def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     for _ in range(8):
         i = r.randrange(len(ops) - 3)
         j = min(len(ops) - 1, i + r.choice((2, 3, 5, 8)))
-        if not any(o.op in ZFS_OPS for o in ops[i:j + 1]):
+        if not any(o.op in ZFS_OPS + ("held_read", "held_write") for o in ops[i:j + 1]):
             out = list(ops)
             out[i], out[j] = Op("freeze"), Op("crash")
             return out

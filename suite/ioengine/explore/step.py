@@ -39,6 +39,7 @@ class Step:
     slow_ms: int = 0        # power_cut: the pool's disks answer this late (zinject -D) meanwhile
     limit: str = ""         # pwrite/pwritev: cut by a limit mid-request (fsize | quota: .limits)
     flags: str = ""         # reads/writes: RWF_* of the call (append|dsync|nowait|hipri: .flags)
+    then: str = ""          # held_read/held_write: what runs while it is held (.held)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
@@ -55,6 +56,9 @@ class Step:
         if s.barrier not in ("", "fsync", "fdatasync", "syncfs", "dsync"):
             raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync, "
                              "syncfs or dsync")
+        if s.then not in ("", "rollback", "fsync", "syncfs", "later_write"):
+            raise ValueError(f"op {s.op!r}: then {s.then!r} is not rollback, fsync, syncfs "
+                             "or later_write")
         if s.flags not in ("", "append", "dsync", "nowait", "hipri"):
             raise ValueError(f"op {s.op!r}: flags {s.flags!r} is not append, dsync, nowait "
                              "or hipri")

@@ -1,0 +1,194 @@
+"""Explore, a request held in flight while something else goes on: ``held_read`` and
+``held_write`` submit one async O_DIRECT request (libaio or io_uring) whose I/O the
+pool delays (``zinject -E slow_ms -T read|write -t data FILE``), then, while it is
+held, run ``then``:
+
+- ``rollback`` (a read): ``zfs rollback`` to a snapshot taken just before; the
+  review's deadlock was a rollback draining the async reads under the teardown
+  lock while a read's completion waited for that lock. A rollback that does not
+  return is left to the host: the engine waits, the host's no-progress watchdog
+  keeps every D-state task's stack (``suite/explore/crashes/stream.py``);
+- ``fsync``/``syncfs`` (a write): a barrier while the write is held; where the
+  build's async O_DIRECT path is on, the series' contract is that a barrier
+  covers every write submitted before it: a barrier that returns while the held
+  write is still in flight is ``early-barrier``;
+- ``later_write`` (a write): a second write, to another range, submitted and
+  reaped while the first is held, then ``fsync``: the barrier must still wait for
+  the first (a later write must not satisfy it: ``early-barrier``).
+
+Then the hold is lifted, the request reaped and judged: a read's bytes are the
+model's (the snapshot's bytes are the model's when it was taken), or a clean error;
+a write's bytes land. A request the build completed before ``then`` began (a
+synchronous O_DIRECT path: stock libaio) was not held: the op says so
+(``held: false``), and judges it as a plain request.
+"""
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import time
+
+from ..queues import IoOp
+from .file import evict, flush_arc
+from .model import Ctx, Model, Outcome, check_bytes, error, failed
+from .powercut import async_path_on
+from .requests import IoBuffer, syncfs
+from .step import Step
+from .zfs import Snap, _no_zfs
+
+HELD_OPS = ("held_read", "held_write")
+THEN = {"held_read": ("rollback",), "held_write": ("fsync", "syncfs", "later_write")}
+SETTLE_S = 0.2              # after submitting, before ``then``: the request reaches the disk
+CLEAN_READ_ERRORS = (errno_mod.EIO, errno_mod.ENOENT, errno_mod.ESTALE, errno_mod.EBADF)
+
+
+def _hold(ctx: Ctx, s: Step, write: bool) -> str | None:
+    """Delay the file's reads or writes by ``s.slow_ms``; why not, or None."""
+    assert ctx.zfs is not None
+    r = ctx.zfs.run("zinject", "-E", str(max(1, s.slow_ms)), "-T", "write" if write else "read",
+                    "-t", "data", ctx.target.path)
+    return None if r.rc == 0 else f"zinject -E: {(r.err or '').strip()[-200:] or r.rc}"
+
+
+def _release(ctx: Ctx) -> None:
+    if ctx.zfs is not None:
+        ctx.zfs.run("zinject", "-c", "all")
+
+
+def _wait_forever(what: str) -> None:  # noqa: ARG001 (said in the host's hang report)
+    """A command stuck in the kernel: the host's watchdog takes it from here (the
+    stacks of every task in D state), as for any op that stops making progress."""
+    while True:                                         # pragma: no cover - a guest's hang
+        time.sleep(3600)
+
+
+class Inflight:
+    """The held request's queue and what it reaped (a reap may return the later
+    write's completion and the held one's together)."""
+
+    def __init__(self, q, tag: int) -> None:
+        self.q, self.tag, self.reaped = q, tag, {}
+
+    def done(self, wait_s: float = 0.0) -> bool:
+        if self.tag not in self.reaped:
+            for t, res in self.q.reap(1 if wait_s else 0, 4, wait_s):
+                self.reaped[t] = res
+        return self.tag in self.reaped
+
+    def wait(self, tag: int, wait_s: float) -> int | None:
+        deadline = time.monotonic() + wait_s
+        while tag not in self.reaped and (left := deadline - time.monotonic()) > 0:
+            for t, res in self.q.reap(1, 4, min(left, 1.0)):
+                self.reaped[t] = res
+        return self.reaped.get(tag)
+
+
+def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
+    """Run ``s.then`` while the request is held; a finding, or None."""
+    t, write = ctx.target, s.op == "held_write"
+    if s.then == "rollback":
+        assert ctx.zfs is not None
+        r = ctx.zfs.run("zfs", "rollback", "-r", ctx.snaps[-1].name)
+        if r.rc is None:
+            _wait_forever("zfs rollback")
+        if r.rc:
+            return failed("zfs-command", f"{r.line}: exit {r.rc}: {r.err.strip()[-300:]}")
+        return None
+    if not write:
+        return None
+    if s.then == "later_write":             # another range, not held, reaped before the barrier
+        off2, tag2 = s.off + s.len, io.tag + 1
+        later_data = ctx.data(s.data + 1, off2, s.len)
+        later = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
+        later.fill(later_data)
+        try:
+            if io.q.submit([IoOp(tag2, True, t.dfd, off2, later, False)]) != 1:
+                return Outcome("unsupported", why="held_write: the queue took no later write")
+            if io.wait(tag2, t.timeout_s) == s.len:
+                ctx.model.write(off2, later_data)
+        finally:
+            later.close()
+    before = io.done()
+    if s.then == "syncfs":
+        if (err := syncfs(t.fd)):
+            return error(err, "syncfs")
+    else:
+        os.fsync(t.fd)
+    if not before and not io.done() and async_path_on():
+        return failed("early-barrier", f"{'fsync' if s.then == 'later_write' else s.then} "
+                      f"returned while the async write submitted before it (off={s.off} "
+                      f"len={s.len}) was still held in flight")
+    return None
+
+
+def op_held(ctx: Ctx, s: Step) -> Outcome:
+    write = s.op == "held_write"
+    if (o := _no_zfs(ctx, s)) is not None:
+        return o
+    t = ctx.target
+    if t.dfd is None or s.iface not in ("libaio", "io_uring") or s.then not in THEN[s.op]:
+        return Outcome("unsupported", why=f"{s.op}: an async O_DIRECT request (libaio, "
+                       f"io_uring) with then in {THEN[s.op]}, on a file opened O_DIRECT")
+    assert ctx.zfs is not None
+    snap = None
+    if s.then == "rollback":
+        snap = ctx.zfs.snapshot_name(len(ctx.snaps))
+        r = ctx.zfs.run("zfs", "snapshot", snap)
+        if r.rc != 0:
+            return failed("zfs-command", f"{r.line}: exit {r.rc}: {(r.err or '').strip()[-300:]}")
+        ctx.snaps.append(Snap(s.data, snap, bytes(ctx.model.data)))
+    evict(t.fd, ctx.drop_caches)
+    flush_arc(ctx)
+    if (why := _hold(ctx, s, write)) is not None:
+        return Outcome("unsupported", why=f"{s.op}: {why}")
+    data = ctx.data(s.data, s.off, s.len) if write else b""
+    model = bytes(ctx.model.data)
+    buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=not write)
+    if write:
+        buf.fill(data)
+    io = Inflight(t._make_queue(s.iface), 1)
+    try:
+        if io.q.submit([IoOp(io.tag, write, t.dfd, s.off, buf, False)]) != 1:
+            return Outcome("unsupported", why=f"{s.op}: the queue took no request")
+        time.sleep(SETTLE_S)
+        held = not io.done()
+        found = _then(ctx, s, io)
+        _release(ctx)
+        res = io.wait(io.tag, t.timeout_s)
+        if res is None:
+            t.hung = True
+            return failed("hang", f"{s.op}: no completion within {t.timeout_s}s of the hold "
+                          "lifted")
+        note = {"held": held, "then": s.then}
+        o = found or _judge(ctx, s, write, buf, data, model, res)
+        o.extra.update(note)
+        return o
+    finally:
+        _release(ctx)
+        if not t.hung:
+            io.q.close()
+            buf.close()
+            if snap is not None:        # this op's snapshot: the model is its bytes
+                ctx.model = Model(ctx.snaps.pop().model)
+                ctx.zfs.run("zfs", "destroy", snap)
+                t.reopen()
+
+
+def _judge(ctx: Ctx, s: Step, write: bool, buf: IoBuffer, data: bytes, model: bytes,
+           res: int) -> Outcome:
+    if res < 0:
+        if not write and -res in CLEAN_READ_ERRORS and s.then == "rollback":
+            return Outcome("refused", why=f"the held read ended with {errno_mod.errorcode[-res]} "
+                           "across the rollback (a clean error)", res=res)
+        return error(-res, f"{s.op} complete", res)
+    if write:
+        if res != s.len:
+            return failed("short", f"wrote {res} of {s.len} bytes", res=res)
+        ctx.model.write(s.off, data)
+        return Outcome(res=res)
+    want = max(0, min(s.len, len(model) - s.off))
+    if res != want:
+        return failed("short" if res < want else "wrong-bytes",
+                      f"read {res} of {want} bytes (EOF at {len(model)})", res=res)
+    return check_bytes(buf.gather(res), Model(model), s.off, "the held read") or \
+        Outcome(res=res)

@@ -1,0 +1,55 @@
+"""Requests held in flight while something else runs (suite/ioengine/explore/held.py):
+drawn from a generator of their own, refused cleanly where the pool's commands are
+missing (here), judged in a guest (docs/measurements.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from suite.explore import reach
+from suite.explore.gen import Choices, generate
+from suite.explore.ops import Op, Sequence
+from suite.explore.reshape import crash_point
+import random
+
+from tests.test_explore import _ops, ddir, run_engine  # noqa: F401  (ddir: a fixture)
+
+MIB = 1 << 20
+
+
+def test_holds_come_from_a_generator_of_their_own():
+    with_, without = (generate(9, 60, "file", MIB, Choices(zfs_ops=True, held_share=s))
+                      for s in (0.9, 0.0))
+    assert len(with_.ops) == len(without.ops)
+    held = [(a, b) for a, b in zip(with_.ops, without.ops) if a.op.startswith("held_")]
+    assert held, "a 0.9 share holds some request"
+    for a, b in held:       # the request it was, held: same interface, range, data
+        assert (a.iface, a.off, a.len) == (b.iface, b.off, b.len) and b.direct
+        assert b.iface in ("libaio", "io_uring") and a.slow_ms in (1000, 3000)
+        assert a.then == "rollback" if a.op == "held_read" else a.then != "rollback"
+    assert [Op.from_dict(o.to_dict()) for o in with_.ops] == list(with_.ops)
+    assert any(c.startswith("held:") for c in reach.seq_cells(with_))
+    no_zfs = generate(9, 60, "file", MIB, Choices(zfs_ops=False, held_share=0.9))
+    assert not any(o.op.startswith("held_") for o in no_zfs.ops), "they need zinject"
+
+
+def test_no_crash_point_spans_a_held_rollback():
+    ops = [Op("pwrite", off=0, len=4096)] * 3 + [Op("held_read", iface="libaio", len=4096,
+                                                    then="rollback")] + \
+        [Op("pwrite", off=0, len=4096)] * 3
+    for k in range(50):
+        out = crash_point(list(ops), random.Random(k), 1.0)
+        if "freeze" in [o.op for o in out]:
+            i, j = [o.op for o in out].index("freeze"), [o.op for o in out].index("crash")
+            assert not any(o.op == "held_read" for o in out[i:j + 1])
+
+
+def test_without_the_pools_commands_a_hold_is_unsupported(ddir: Path):
+    seq = Sequence(seed=2, init_size=8192, file_size_max=MIB, ops=(
+        Op("held_read", iface="libaio", off=0, len=4096, then="rollback", slow_ms=1000),
+        Op("held_write", iface="io_uring", off=0, len=4096, data=1, then="fsync",
+           slow_ms=1000),
+        Op("verify")))
+    rc, lines = run_engine(ddir, seq, "held")
+    ops = _ops(lines)
+    assert rc == 0 and [o["outcome"] for o in ops] == ["unsupported", "unsupported", "ok"]
+    assert "zfs-dataset" in ops[0]["why"]
