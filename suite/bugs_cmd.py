@@ -1,6 +1,6 @@
 """``python -m suite bugs SERIES``: its options and handler (the runs themselves:
-``suite/report/knownbugs.py``, and the lanes beside the cases: ``ztsbugs``,
-``explorebugs``, ``xfstestsbugs`` in ``suite/report``)."""
+``suite/campaign/bugs.py``, and the lanes beside the cases: ``zts``, ``explore``,
+``xfstests`` in ``suite/campaign/lanes``)."""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +8,12 @@ from pathlib import Path
 
 from suite.errors import SuiteError
 from suite.explore.budget import budget_arg as _budget
-from suite.report import xfstestsbugs
-from suite.report.explorebugs import ExplorePlan
+from suite.campaign.lanes import xfstests as xfstestsbugs
+from suite.campaign.lanes.explore import ExplorePlan
 
 
 def cmd_bugs(args: argparse.Namespace) -> int:
-    from suite.report.knownbugs import run_bugs
+    from suite.campaign.bugs import run_bugs
     zts = "only" if args.zts_only else ("also" if args.zts else "")
     tags = tuple(t for t in (args.zts_tags or "").split(",") if t)
     extra = [*args.pytest_args, *(["--tier", args.tier] if args.tier else [])]

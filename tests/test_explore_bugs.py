@@ -14,8 +14,9 @@ from suite.explore.gen import Choices, sequence_seed
 from suite.explore.ops import Sequence
 from suite.explore.budget import parse_budget
 from suite.explore.session import Explorer, RunOutput, Settings
-from suite.report import explorebugs, knownbugs
-from suite.report.explorebugs import ExploreAt, ExplorePlan, read_explore_at, read_session
+from suite.campaign import bugs as knownbugs
+from suite.campaign.lanes import explore as explorebugs
+from suite.campaign.lanes.explore import ExploreAt, ExplorePlan, read_explore_at, read_session
 from suite.symptoms import CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug, Manifest
 
@@ -126,7 +127,7 @@ def test_an_unexpected_errno_matches_the_manifests_errno_kind():
 
 
 def test_the_failure_of_the_bugs_kind_leads_the_cell():
-    from suite.report.explorebugs import ExploreAt, Failure
+    from suite.campaign.lanes.explore import ExploreAt, Failure
     e = ExploreAt("39991b06fea", "900s", sequences=9, failures=[
         Failure("wrong-bytes", "explore seed 5 op 8 (pread ...)", after_s=300.0, ops_from=40,
                 ops_to=9),

@@ -9,7 +9,7 @@ import pytest
 
 from suite.bugs_cmd import add_parser
 from suite.report import xfstests as xr
-from suite.report import xfstestsbugs as xb
+from suite.campaign.lanes import xfstests as xb
 from suite.source.series import KnownBug
 from suite.symptoms import SymptomSpec
 
@@ -128,7 +128,7 @@ def test_the_bugs_command_takes_the_lane_and_its_profiles():
 
 def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, monkeypatch,
                                                                       capsys):
-    from suite.report import knownbugs
+    from suite.campaign import bugs as knownbugs
     from suite.source.series import Manifest
     other = "c" * 40
     m = Manifest("async-dio", "", "u", "b", "h" * 40, BASE, "u",

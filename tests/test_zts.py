@@ -132,7 +132,7 @@ def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):
 
 
 def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failures(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     case = tmp_path / "run" / "cases" / "test_zts_tag_direct_"
     case.mkdir(parents=True)
     report.save(report.parse(CONSOLE), case / report.RESULTS_FILE, {"tag": "direct"})
@@ -149,7 +149,7 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
 
 
 def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     case = tmp_path / "run" / "cases" / "test_zts_tag_async_"
     case.mkdir(parents=True)
     quiet = report.parse(CONSOLE.replace("[FAIL]", "[PASS]").replace("[KILLED]", "[PASS]"))
@@ -168,7 +168,7 @@ def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tm
 
 
 def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     from suite.sessions import skip_reasons
     junit = tmp_path / "junit.xml"
     junit.write_text('<testsuites><testsuite name="pytest" tests="1" skipped="1"><testcase '
@@ -183,7 +183,8 @@ def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
 
 
 def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_path, monkeypatch):
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     calls = []
 
@@ -275,7 +276,8 @@ def _earlier_bugs_run(root, bug, nodeid, symptoms, mtime):
 
 
 def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatch):
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
     monkeypatch.setattr(knownbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
     monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
@@ -303,7 +305,8 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
 def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch):
     import os
 
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
     monkeypatch.setattr(knownbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
     monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
@@ -364,7 +367,7 @@ def test_zts_from_merges_narrowed_reruns_back_to_the_newest_whole_run(tmp_path):
     every test once, the newer result winning; a run on other sectors stays out."""
     import os
 
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
 
     def session(stamp: int, text: str, meta: dict) -> None:
         d = tmp_path / f"bugs-{stamp}" / "zts" / "dc643dc2041"

@@ -17,104 +17,33 @@ kernel, e.g. a use-after-free that leaves the bytes right) is listed as
 (KASAN) to catch. Anything but caught / clean / deferred exits non-zero. Each inner session has a deadline
 (``OZFS_VMCI_BUGS_TIMEOUT`` seconds, default 3 h). With ``--zts``, OpenZFS's own
 tests run at each bad commit too, and a table says what each saw
-(``suite/report/ztsbugs.py``). ``--suite-from DIR`` takes the suite's side from an
+(``suite/campaign/lanes/zts.py``). ``--suite-from DIR`` takes the suite's side from an
 earlier run's sessions, judged again, so ``--zts-only`` can still fill both columns;
 ``--zts-from DIR`` reads ZTS's side from earlier runs the same way. With
 ``--explore BUDGET`` the exerciser runs once at each bad commit and a table says
-what it met there (``suite/report/explorebugs.py``); ``--explore-only`` runs it
+what it met there (``suite/campaign/lanes/explore.py``); ``--explore-only`` runs it
 alone, ``--explore-from DIR`` reads earlier explore runs instead. With ``--xfstests
 SEL`` the xfstests lane runs at each bad commit and at the base
-(``suite/report/xfstestsbugs.py``), the same way.
+(``suite/campaign/lanes/xfstests.py``), the same way.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report import explorebugs, xfstestsbugs
-from suite.report.explorebugs import ExploreAt, ExplorePlan
-from suite.report.xfstestsbugs import XfstestsAt, XfstestsPlan
+from suite.campaign.lanes import explore as explorebugs
+from suite.campaign.lanes import xfstests as xfstestsbugs
+from suite.campaign.lanes.explore import ExploreAt, ExplorePlan
+from suite.campaign.lanes.xfstests import XfstestsAt, XfstestsPlan
+from suite.campaign.lanes.zts import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
+from suite.report.outcomes import Outcome, judge_session
 from suite.sessions import count, newest_session, run_cases
-from suite.symptoms import CaseVerdict, SymptomSpec, judge_case
-from suite.report.ztsbugs import ZtsAt, read_zts_at, run_zts_at, table as ztsbugs_table
+from suite.symptoms import SymptomSpec
 from suite.source import series
 
 
-@dataclass
-class CaseResult:
-    nodeid: str
-    status: str            # caught | passed | skipped | inconclusive
-    why: str = ""
-
-
-@dataclass
-class Outcome:
-    bug: str
-    commit: str
-    role: str              # "bad" | "fixed"
-    cases: list[CaseResult] = field(default_factory=list)
-    problem: str = ""      # the session itself went wrong (timeout, no verdicts)
-    results: str = ""
-    seconds: float = 0.0
-
-    def count(self, status: str) -> int:
-        return sum(1 for c in self.cases if c.status == status)
-
-    @property
-    def verdict(self) -> str:
-        if self.problem:
-            return f"INCONCLUSIVE: {self.problem}"
-        odd = next((c for c in self.cases if c.status == "inconclusive"), None)
-        if self.role == "bad":
-            if odd is not None:
-                return f"INCONCLUSIVE: {odd.nodeid.split('::')[-1]}: {odd.why}"
-            if self.count("caught"):
-                return "caught"
-            if self.count("passed"):
-                return "MISSED (no targeted case failed with the bug's symptom)"
-            return "INCONCLUSIVE: no targeted case ran to a verdict"
-        hit = next((c for c in self.cases if c.status == "caught"), None)
-        if hit is not None:
-            return f"NOT FIXED: {hit.nodeid.split('::')[-1]} still fails with {hit.why}"
-        if odd is not None:
-            return f"INCONCLUSIVE: {odd.nodeid.split('::')[-1]}: {odd.why}"
-        if self.count("passed"):
-            return "clean"
-        return "INCONCLUSIVE: no targeted case ran to a verdict"
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict in ("caught", "clean")
-
-
-def judge_session(spec: SymptomSpec, results: Path, junit_tests: int | None,
-                  neighbours: tuple[series.KnownBug, ...] = ()) -> tuple[list[CaseResult], str]:
-    """Judge every case's verdict.json under ``results`` against ``spec``.
-    ``neighbours``: the other known bugs of the same commit; an inconclusive case that
-    failed with one of their symptoms says which (a commit with two bugs may show
-    either first: a rerun may show the other)."""
-    verdicts = [CaseVerdict.load(p) for p in sorted(results.glob("*/cases/*/verdict.json"))]
-    cases = [CaseResult(v.nodeid, *judge_case(spec, v)) for v in verdicts]
-    for c, v in zip(cases, verdicts):
-        if c.status != "inconclusive":
-            continue
-        hit = next((n for n in neighbours if n.symptom is not None
-                    and judge_case(n.symptom, v)[0] == "caught"), None)
-        if hit is not None:
-            c.why = (f"{c.why}: that is {hit.id}'s symptom, a bug of the same commit that "
-                     f"showed first (run again to see this one)")
-    problem = ""
-    if junit_tests is None:
-        problem = "the pytest session wrote no JUnit report (see pytest.log)"
-    elif len(verdicts) < junit_tests:
-        problem = (f"{junit_tests - len(verdicts)} of {junit_tests} cases left no verdict.json "
-                   f"(see pytest.log)")
-    return cases, problem
-
-
-def judge_earlier(o: "Outcome", spec: SymptomSpec | None, roots: list[Path]) -> None:
+def judge_earlier(o: Outcome, spec: SymptomSpec | None, roots: list[Path]) -> None:
     """Fill ``o`` from an earlier ``suite bugs`` session instead of running one."""
     d = newest_session(roots, f"{o.bug}/{o.role}")
     if d is None:
