@@ -349,12 +349,13 @@ def test_an_idle_guest_is_not_a_silent_one():
 
 def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
     from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.source.series import KnownBug, Manifest
     m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
         KnownBug("uaf", "t", "a" * 40, "b" * 40, deferred="kasan: bytes stay right"),))
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
     ran = []
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: ran.append(a))
     assert knownbugs.run_bugs("s", [], "", []) == 0
     out = capsys.readouterr().out
     assert not ran and "uaf" in out and "deferred: kasan" in out
@@ -364,6 +365,7 @@ def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_p
     """A KASAN-only bug runs on its profile even when the caller chose another
     (its --kernel comes last: pytest's option takes the last one given)."""
     from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.source.series import KnownBug, Manifest
     spec = SymptomSpec(("kernel:kasan",))
     m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
@@ -372,7 +374,7 @@ def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_p
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
     monkeypatch.setattr(knownbugs.paths, "results_root", lambda: tmp_path)
     ran = []
-    monkeypatch.setattr(knownbugs, "run_cases",
+    monkeypatch.setattr(cases, "run_cases",
                         lambda args, results, extra: ran.append((args[1], extra)) or (0, "", 1.0))
     knownbugs.run_bugs("s", [], "", ["--kernel", "debian-6.12"])
     assert ran == [("(t_uaf)", ["--kernel", "debian-6.12", "--kernel", "debian-6.1-debug"])] * 2 + \

@@ -131,6 +131,23 @@ def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):
     assert count(xml) == (1, 1, 0, 0)
 
 
+def zts_table(rows):
+    """The ZTS lane's table (from the one builder) of (bug, bad commit, the suite's
+    verdict there, what ZTS saw there) rows."""
+    from suite.campaign.lanes import table
+    from suite.campaign.lanes.cases import CasesLane
+    from suite.campaign.lanes.zts import ZtsLane
+    from suite.report.outcomes import CaseResult, Outcome
+    from suite.source.series import KnownBug
+    cases, lane, bugs = CasesLane(), ZtsLane(), []
+    for bug, commit, verdict, z in rows:
+        bugs.append(KnownBug(bug, "t", commit, "f" * 40))
+        cases.runs[(bug, "bad")] = Outcome(bug, commit, "bad", [CaseResult("n", verdict)])
+        if z is not None:
+            lane.runs[commit[:11]] = z
+    return table(bugs, [cases, lane])
+
+
 def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failures(tmp_path):
     from suite.campaign.lanes import zts as ztsbugs
     case = tmp_path / "run" / "cases" / "test_zts_tag_direct_"
@@ -140,9 +157,9 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
     assert ran == 6 and bad == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
     seen = ztsbugs.ZtsAt("eb75ba1c586", ran, bad)
     quiet = ztsbugs.ZtsAt("917a434a1a4", 19, [])
-    md = ztsbugs.table([("preadv-freed-iovec", "eb75ba1c586", "caught", seen),
-                        ("async-oappend-stale-eof", "917a434a1a4", "caught", quiet),
-                        ("x", "0000000", "caught", None)])
+    md = zts_table([("preadv-freed-iovec", "eb75ba1c586", "caught", seen),
+                    ("async-oappend-stale-eof", "917a434a1a4", "caught", quiet),
+                    ("x", "0000000", "caught", None)])
     assert "2 unexpected of 6: direct/dio_mmap FAIL" in md
     assert "all 19 as expected (saw nothing)" in md and "not run" in md
     assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")
@@ -184,6 +201,7 @@ def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
 
 def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_path, monkeypatch):
     from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     calls = []
@@ -192,10 +210,10 @@ def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_pat
         calls.append((commit[:11], tags))
         return ztsbugs.ZtsAt(commit[:11], 5, ["async/async_read_002_pos FAIL"]
                              if commit.startswith("eb75") else [])
-    monkeypatch.setattr(knownbugs, "run_zts_at", fake)
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
-    rc = knownbugs.run_bugs("async-dio", [], "", [], roles=["bad"], zts="only",
-                            zts_tags=("async",))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", fake)
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    rc = knownbugs.run_bugs("async-dio", [], "", [], roles=["bad"],
+                            lanes=[ztsbugs.ZtsLane(("async",), only=True)])
     bads = {b.bad[:11] for b in knownbugs.series.available()["async-dio"].bugs if not b.deferred}
     assert rc == 0 and sorted(c for c, _ in calls) == sorted(bads)
     assert all(t == ("async",) for _, t in calls)
@@ -277,10 +295,11 @@ def _earlier_bugs_run(root, bug, nodeid, symptoms, mtime):
 
 def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatch):
     from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
-    monkeypatch.setattr(knownbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
     old = tmp_path / "old"
     node = "cases/test_dio_preadv.py::test_preadv_vectored[libaio-strict1]"
     ctl = [Symptom("EINVAL", "10/14", "async=0 strict=1")]        # a control row: not it
@@ -291,13 +310,13 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
     assert newest_session([old], "preadv-freed-iovec/bad") == newest
     assert newest_session([old / "bugs-1"], "preadv-freed-iovec/bad") != newest
     knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
-                       roles=["bad"], zts="only", suite_from=[old])
+                       roles=["bad"], lanes=[ztsbugs.ZtsLane(only=True)], suite_from=[old])
     md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`eof-tail-efault` | 39991b06fea | INCONCLUSIVE: no earlier run under --suite-from" in md
     assert "`preadv-freed-iovec` | eb75ba1c586 | caught | all 4 as expected" in md
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new2"))
-    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec"], "", [], roles=["bad"], zts="only",
-                       suite_from=[old / "bugs-1"])
+    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec"], "", [], roles=["bad"],
+                       lanes=[ztsbugs.ZtsLane(only=True)], suite_from=[old / "bugs-1"])
     md = next((tmp_path / "new2").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE" in md
 
@@ -306,10 +325,11 @@ def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch)
     import os
 
     from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
-    monkeypatch.setattr(knownbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
     for n, (stamp, text) in enumerate([("1", CONSOLE.replace("[FAIL]", "[PASS]")),
                                        ("2", CONSOLE)]):
         d = tmp_path / "old" / f"bugs-{stamp}" / "zts" / "eb75ba1c586"
@@ -323,7 +343,8 @@ def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch)
     assert z.ran == 6 and z.unexpected == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
     assert "no earlier ZTS run" in ztsbugs.read_zts_at("39991b06fea", [tmp_path / "old"]).describe()
     rc = knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
-                            roles=["bad"], zts_from=[tmp_path / "old"])
+                            roles=["bad"],
+                            lanes=[ztsbugs.ZtsLane(only=True, read_from=[tmp_path / "old"])])
     md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "| eb75ba1c586 | INCONCLUSIVE: not run here (ZTS only) | 2 unexpected of 6" in md
     assert "| 39991b06fea | INCONCLUSIVE: not run here (ZTS only) | INCONCLUSIVE: no earlier" in md
