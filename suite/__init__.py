@@ -2,7 +2,7 @@
 
 The packages follow the pipeline a run goes through:
 
-    source  -> series  -> build  -> vm  -> guest  -> cases  -> report
+    source  -> series  -> build  -> vm  -> guest  -> cases  -> report  -> campaign
 
 - ``source/``: ``objects`` (the git object cache), ``series`` (manifests, applying a series)
 - ``build/``: ``kernel`` (kernel profiles), ``recipe`` (the cached debug build and its
@@ -17,8 +17,11 @@ The packages follow the pipeline a run goes through:
 - ``ioengine/``: the guest side of the I/O engine (standard library only)
 - ``casekit/``: ``dio`` (Direct I/O plans and verdicts), ``engine`` (host side of the
   engine), ``faults`` (I/O held in flight), ``trials`` (counts, outcomes)
-- ``report/``: ``tables``, ``symptoms`` (why a case failed), ``knownbugs``
+- ``report/``: renders results folders (``page``, JUnit, markdown, tables, reproducers'
+  text) and runs nothing
 - ``plugin/``: the pytest plugin (``hooks``, ``fixtures``); the cases are in ``cases/``
+- ``campaign/``: the commands that run several sessions into one answer (``gate``,
+  ``bisect``, ``bugs`` and its ``lanes``, ``lines``, ``merge``, ``reproduce``)
 - around them: ``cli``, ``doctor``, ``shell``; ``errors``, ``paths``, ``progress``, ``locks``
 """
 __version__ = "0.1.0"

@@ -64,7 +64,7 @@ def explore_args(args: argparse.Namespace) -> list[str]:
 def cmd_gate(args: argparse.Namespace) -> int:
     import os
 
-    from suite.report.gate import run_gate
+    from suite.campaign.gate import run_gate
     from suite.report.runreport import markdown, print_verdict, write_reports
     from suite.source import series
     if args.pr or args.head:
@@ -93,7 +93,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(markdown(g))
-    from suite.report.gate import verdict
+    from suite.report.outcomes import verdict
     return verdict(g.classes)[0]
 
 
@@ -117,7 +117,7 @@ def pull_into_series(args: argparse.Namespace) -> None:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from suite.report.bisect import run_bisect
+    from suite.campaign.bisect import run_bisect
     from suite.source import series
     from suite.source.objects import ObjectCache
     manifests = series.available()
@@ -151,7 +151,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def cmd_repro(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from suite.report.repro import run_repro
+    from suite.campaign.reproduce import run_repro
     return run_repro(Path(args.case_dir), options_from(args), accel=args.accel)
 
 
@@ -162,7 +162,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
 
     from suite import paths
     from suite.report import findings
-    from suite.report.repro import run_repro
+    from suite.campaign.reproduce import run_repro
     reports = paths.patches_dir() / findings.REPORTS
     if args.action == "list":
         print(findings.table())
@@ -198,7 +198,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from suite.report.merge import merge
+    from suite.campaign.merge import merge
     return merge([Path(d) for d in args.shards], Path(args.out), expected=args.expect)
 
 
@@ -227,7 +227,7 @@ def cmd_lines(args: argparse.Namespace) -> int:
         refs = refs_to_test(remote_tags(args.url), lines, master=not args.no_master)
         print(json.dumps(refs) if args.json else "\n".join(refs))
         return 0
-    from suite.report import lines as side_by_side
+    from suite.campaign import lines as side_by_side
     if not args.folders:
         raise SuiteError("lines table needs the results folder of each line's run",
                          fix="python -m suite lines table results/zfs-2.3.9 results/master")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.report.bisect import search
+from suite.campaign.bisect import search
 
 COMMITS = [f"{i:040d}" for i in range(1, 16)]
 

@@ -14,8 +14,10 @@ from suite.explore.gen import Choices, sequence_seed
 from suite.explore.ops import Sequence
 from suite.explore.budget import parse_budget
 from suite.explore.session import Explorer, RunOutput, Settings
-from suite.report import explorebugs, knownbugs
-from suite.report.explorebugs import ExploreAt, ExplorePlan, read_explore_at, read_session
+from suite.campaign import bugs as knownbugs
+from suite.campaign.lanes import cases, table
+from suite.campaign.lanes import explore as explorebugs
+from suite.campaign.lanes.explore import ExploreAt, ExploreLane, read_explore_at, read_session
 from suite.symptoms import CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug, Manifest
 
@@ -90,6 +92,13 @@ def bug(id: str = "eof-tail-efault", bad: str = BAD, kinds: tuple[str, ...] = ("
                     SymptomSpec(kinds, rows="async=1") if kinds else None, deferred)
 
 
+def explore_table(rows: list[tuple[KnownBug, ExploreAt | None]]) -> str:
+    """The explore lane's table (from the one builder) of what it saw at each bug's commit."""
+    lane = ExploreLane()
+    lane.runs.update({b.bad[:11]: e for b, e in rows if e is not None})
+    return table([b for b, _ in rows], [lane])
+
+
 def row_of(md: str, bug_id: str) -> str:
     return next(ln for ln in md.splitlines() if f"`{bug_id}`" in ln)
 
@@ -102,7 +111,7 @@ def test_found_gives_the_symptom_time_and_shrink_and_claims_only_a_kind_match(tm
     explore_session(tmp_path, "explore-20261201-204025-seed1", found=True)
     e = read_explore_at(BAD, [tmp_path])
     own, other = bug(), bug("preadv-freed-iovec", kinds=("EINVAL", "served-by-ARC"))
-    md = explorebugs.table([(own, e), (other, e)])
+    md = explore_table([(own, e), (other, e)])
     r = row_of(md, "eof-tail-efault")
     assert r.startswith(f"| `eof-tail-efault` | {BAD[:11]} | found: wrong-bytes after 90s "
                         "(shrunk 40 -> 11 ops) (matches the bug's symptom): ")
@@ -112,7 +121,7 @@ def test_found_gives_the_symptom_time_and_shrink_and_claims_only_a_kind_match(tm
     assert f"| {BAD[:11]} | not by its symptom (EINVAL, served-by-ARC) in " in r2
     assert "met instead: wrong-bytes after 90s (shrunk 40 -> 11 ops): explore seed" in r2
     assert "matches" not in r2 and "found:" not in r2
-    assert "matches" not in explorebugs.table([(bug("x", kinds=()), e)])   # no symptom declared
+    assert "matches" not in explore_table([(bug("x", kinds=()), e)])   # no symptom declared
 
 
 def test_an_unexpected_errno_matches_the_manifests_errno_kind():
@@ -126,7 +135,7 @@ def test_an_unexpected_errno_matches_the_manifests_errno_kind():
 
 
 def test_the_failure_of_the_bugs_kind_leads_the_cell():
-    from suite.report.explorebugs import ExploreAt, Failure
+    from suite.campaign.lanes.explore import ExploreAt, Failure
     e = ExploreAt("39991b06fea", "900s", sequences=9, failures=[
         Failure("wrong-bytes", "explore seed 5 op 8 (pread ...)", after_s=300.0, ops_from=40,
                 ops_to=9),
@@ -195,7 +204,7 @@ def test_a_failure_outside_a_sequence_is_found_but_not_timed_or_shrunk(tmp_path:
 
 def test_a_missing_run_or_one_on_another_target_says_what_to_run(tmp_path: Path):
     explore_session(tmp_path, "elsewhere", commit=OTHER, found=True)
-    md = explorebugs.table([(bug(), read_explore_at(BAD, [tmp_path]))])
+    md = explore_table([(bug(), read_explore_at(BAD, [tmp_path]))])
     assert (f"INCONCLUSIVE: no explore run at {BAD[:11]} under --explore-from (1 run(s) "
             f"there, at {OTHER[:11]}): run it with --explore BUDGET") in \
         row_of(md, "eof-tail-efault")
@@ -203,7 +212,7 @@ def test_a_missing_run_or_one_on_another_target_says_what_to_run(tmp_path: Path)
     got = read_explore_at(BAD, [tmp_path]).describe()
     assert got.startswith(f"INCONCLUSIVE: explore ran at {BAD[:11]} only on a zvol target")
     assert got.endswith("--explore-target zvol")
-    assert explorebugs.table([(bug(), None)]).endswith("| not run |\n")
+    assert explore_table([(bug(), None)]).endswith("| not run |\n")
 
 
 def test_the_newest_finished_run_at_the_commit_wins_wherever_it_sits(tmp_path: Path):
@@ -217,7 +226,7 @@ def test_the_newest_finished_run_at_the_commit_wins_wherever_it_sits(tmp_path: P
 def test_a_deferred_bug_says_so_from_the_manifest(tmp_path: Path):
     explore_session(tmp_path, "s", n=2)
     e = read_explore_at(BAD, [tmp_path])
-    md = explorebugs.table([(bug("uaf", deferred="kasan: bytes stay right"), e),
+    md = explore_table([(bug("uaf", deferred="kasan: bytes stay right"), e),
                             (bug("lone", bad=OTHER, deferred="kasan: x"), None)])
     assert ("deferred in the manifest (kasan: bytes stay right); explore at this commit: "
             "not found in 900s (2 sequences)") in row_of(md, "uaf")
@@ -237,14 +246,14 @@ def test_a_commit_shared_by_several_bugs_runs_explore_once(tmp_path, monkeypatch
                  bug("d", bad="d" * 40, deferred="kasan: x"))
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
     calls: list[tuple[str, str]] = []
 
     def fake(name, commit, root, extra, plan):
         calls.append((name, commit))
         return ExploreAt(commit[:11], "900s", sequences=2)
     monkeypatch.setattr(explorebugs, "run_explore_at", fake)
-    code = knownbugs.run_bugs("async-dio", [], "", [], explore=ExplorePlan("15m", only=True))
+    code = knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)])
     assert sorted(calls) == sorted([("async-dio", BAD), ("async-dio", OTHER)])
     assert code == 0
     md = next(tmp_path.glob("bugs-*/explore-at-bad.md")).read_text()
@@ -259,7 +268,7 @@ def test_an_inconclusive_explore_alone_exits_non_zero(tmp_path, monkeypatch):
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     monkeypatch.setattr(explorebugs, "run_explore_at",
                         lambda *a: ExploreAt(BAD[:11], problem="guest lost"))
-    assert knownbugs.run_bugs("async-dio", [], "", [], explore=ExplorePlan("15m", only=True)) == 1
+    assert knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)]) == 1
 
 
 def test_running_explore_at_a_commit_reads_back_its_own_folder(tmp_path, monkeypatch):
@@ -273,7 +282,7 @@ def test_running_explore_at_a_commit_reads_back_its_own_folder(tmp_path, monkeyp
         explore_session(results.parent, results.name, found=True)
         return 1
     monkeypatch.setattr(lane, "run_lane", fake_lane)
-    plan = ExplorePlan("20x", seed=7, target="zvol", known=["/r/master"])
+    plan = ExploreLane("20x", seed=7, target="zvol", known=["/r/master"])
     e = plan.at("async-dio", BAD, tmp_path, ["-x"])
     assert seen == {"build": ["--series", f"async-dio@{BAD[:11]}"], "seed": 7,
                     "budget": "20x", "args": ["-x"], "target": "zvol", "findings": 3,
@@ -286,12 +295,14 @@ def test_the_command_line_passes_the_plan_and_refuses_only_without_a_budget(monk
                                                                            capsys):
     from suite import cli
     got: dict = {}
-    monkeypatch.setattr(knownbugs, "run_bugs", lambda *a, **k: got.update(k) or 0)
+    monkeypatch.setattr(knownbugs, "run_bugs",
+                        lambda *a, **k: got.update(k, explore=next(
+                            (lane for lane in k["lanes"] if lane.name == "explore"), None)) or 0)
     assert cli.main(["bugs", "async-dio", "--explore", "15m", "--explore-seed", "3",
                      "--explore-target", "zvol", "--explore-only"]) == 0
-    assert got["explore"] == ExplorePlan("15m", 3, "zvol", only=True)
+    assert got["explore"] == ExploreLane("15m", 3, "zvol", only=True)
     assert cli.main(["bugs", "async-dio", "--explore-from", "/r"]) == 0     # reads, alone
-    assert got["explore"] == ExplorePlan("", 1, "file", only=True, read_from=[Path("/r")])
+    assert got["explore"] == ExploreLane("", 1, "file", only=True, read_from=[Path("/r")])
     assert cli.main(["bugs", "async-dio"]) == 0 and got["explore"] is None
     assert cli.main(["bugs", "async-dio", "--explore-only"]) == 2
     assert "--explore-only runs nothing without a budget" in capsys.readouterr().err

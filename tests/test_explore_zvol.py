@@ -475,7 +475,7 @@ def test_the_reproducer_of_a_zvol_finding_makes_only_its_zvol(tmp_path: Path):
 def test_the_command_line_and_the_gate_take_the_target(monkeypatch, tmp_path: Path):
     import suite.cli as cli
     from suite.explore import lane
-    from suite.report import gate
+    from suite.campaign import gate
     seen: dict[str, list[str]] = {}
 
     def fake_cases(args, results, pytest_args, timeout, targets):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.report import gate
-from suite.report.gate import classify, run_gate, state, verdict
+from suite.campaign import gate
+from suite.campaign.gate import classify, run_gate
+from suite.report.outcomes import state, verdict
 from suite.report.runreport import slug, write_reports
 from suite.symptoms import CaseVerdict, Symptom
 
@@ -201,7 +202,7 @@ def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, mo
 
 def test_a_backport_gates_a_patch_folder_on_a_stable_tag(tmp_path: Path):
     from suite.cli import main
-    from suite.report.gate import gate_sides
+    from suite.campaign.gate import gate_sides
     assert gate_sides("async-dio", "efc74710b8", False) == {
         "base": ["--zfs-ref", "efc74710b8"], "series": ["--series", "async-dio"]}
     assert gate_sides(str(tmp_path), "zfs-2.3.9", True)["series"] == [

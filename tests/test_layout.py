@@ -63,7 +63,7 @@ def test_the_suite_has_no_import_cycle():
 # The pipeline's floors, lowest first: a module imports only from its own floor or
 # one below (names several floors need live on the lowest one that uses them).
 STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", "casekit",
-          "explore", "coverage", "report", "plugin", "commands")
+          "explore", "coverage", "report", "plugin", "campaign", "commands")
 FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
               "suite.symptoms", "suite.sessions", "suite.signatures"}
 COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane",
@@ -93,7 +93,9 @@ def test_every_module_has_a_floor_and_imports_point_down():
 def test_the_floor_rule_sees_an_upward_import():
     assert upward({"suite.guest.lifecycle": {"suite.casekit.dio"}, "suite.casekit.dio": set()}) \
         == ["suite.guest.lifecycle (guest) imports suite.casekit.dio (casekit)"]
-    assert upward({"suite.report.gate": {"suite.guest.zfs"}, "suite.guest.zfs": set()}) == []
+    assert upward({"suite.campaign.gate": {"suite.guest.zfs"}, "suite.guest.zfs": set()}) == []
+    assert upward({"suite.report.outcomes": {"suite.campaign.gate"}, "suite.campaign.gate": set()}) \
+        == ["suite.report.outcomes (report) imports suite.campaign.gate (campaign)"]
 
 
 def test_the_cycle_finder_finds_one():
@@ -110,7 +112,7 @@ def test_no_module_is_over_500_lines():
 def test_the_packages_read_like_the_pipeline():
     """source -> series -> build -> vm -> guest -> cases -> report, each a folder."""
     for pkg in ("source", "build", "vm", "guest", "ioengine", "casekit", "explore", "coverage",
-                "report", "plugin"):
+                "report", "plugin", "campaign", "campaign/lanes"):
         assert (SUITE / pkg / "__init__.py").is_file(), pkg
     table = (SUITE.parent / "docs" / "architecture.md").read_text()
     for p in SUITE.rglob("*.py"):
@@ -169,3 +171,30 @@ def test_no_case_parameter_shadows_a_fixture(tmp_path):
     broken = tmp_path / "case.py"
     broken.write_text('import pytest\n@pytest.mark.parametrize("checksum,dio", [])\ndef test_x(): ...\n')
     assert _param_names(broken) & fixtures == {"dio"}
+
+
+# What starts a pytest session, a build or a guest: the campaign's business, never the
+# report's (the report reads results folders and renders them).
+RUNNERS = ("subprocess", "suite.sessions.run_cases", "suite.vm", "suite.guest.lifecycle",
+           "suite.build.pipeline", "suite.explore.lane", "suite.coverage.lane", "suite.campaign")
+
+
+def runners(path: Path) -> list[str]:
+    """What ``path`` imports that runs something (every import, lazy ones too)."""
+    names: list[str] = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            names += [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            names += [n.module, *(f"{n.module}.{a.name}" for a in n.names)]
+    return sorted({m for m in names for r in RUNNERS if m == r or m.startswith(r + ".")})
+
+
+def test_the_report_renders_and_runs_nothing(tmp_path):
+    found = {str(p.relative_to(SUITE)): r for p in (SUITE / "report").rglob("*.py")
+             if (r := runners(p))}
+    assert not found, f"the report runs nothing; move these to suite/campaign/: {found}"
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from suite.sessions import run_cases, count\n"
+                   "    import subprocess\n")
+    assert runners(bad) == ["subprocess", "suite.sessions.run_cases"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite.errors import SourceError
-from suite.report import lines as side
+from suite.campaign import lines as side
 from suite.source.lines import newest, refs_to_test, remote_tags
 
 TAGS = ["zfs-2.3.0-rc5", "zfs-2.3.9", "zfs-2.3.10", "zfs-2.3.99", "zfs-2.4.0-rc1",

@@ -19,8 +19,8 @@ import pytest
 from reportdirs import CaseSpec, case, explore_finding, passing_run, session
 
 from suite.report import page
-from suite.report.gate import CaseClass, GateRun
-from suite.report.merge import merge
+from suite.report.outcomes import CaseClass, GateRun
+from suite.campaign.merge import merge
 from suite.report.page.model import STATUS_ORDER
 from suite.report.page.render_md import LIMIT
 from suite.report.runreport import write_reports
@@ -339,14 +339,15 @@ def test_known_bugs_are_judged_again_against_their_manifest(tmp_path: Path, demo
 
 def test_suite_bugs_leaves_its_report_and_the_step_summary_gets_it(tmp_path: Path, demo_bug,
                                                                     monkeypatch):
-    from suite.report import knownbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
 
     def fake(args, results, extra=(), timeout=0, targets=None):
         bug_session(results, fails=results.name == "bad")
         return 1, "", 300.0
-    monkeypatch.setattr(knownbugs, "run_cases", fake)
+    monkeypatch.setattr(cases, "run_cases", fake)
     assert knownbugs.run_bugs("demo", [], "", []) == 0
     [root] = (tmp_path / "results").glob("bugs-*")
     html, md = root / "report.html", root / "summary.md"

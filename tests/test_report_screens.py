@@ -17,7 +17,7 @@ from reportdirs import passing_run, session
 from test_report_page import make_gate, shard
 
 from suite.report import page
-from suite.report.merge import merge
+from suite.campaign.merge import merge
 from suite.report.runreport import write_reports
 
 WIDTHS = (1200, 420)

@@ -197,7 +197,7 @@ def test_a_kernel_report_ends_the_step_and_the_wait(tmp_path: Path):
 
 
 def test_a_guest_that_died_under_a_kernel_failure_counts_as_reproduced(tmp_path: Path):
-    from suite.report.repro import died
+    from suite.campaign.reproduce import died
     exp = tmp_path / "expected.json"
     exp.write_text(json.dumps({"symptoms": [{"kind": "kernel:spl_panic"}, {"kind": "no-result"}]}))
     vm = tmp_path / "run" / "vms" / "repro-1"

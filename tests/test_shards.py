@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from suite.plugin.shards import deal, kept_deal, load_durations, parse_shard, record_durations
-from suite.report.merge import merge
+from suite.campaign.merge import merge
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from suite.errors import GuestError
 from suite.guest.aftercase import Observation, stuck_tasks
 from suite.guest.evidence import DTask
 from suite.ioengine.plan import FileSpec
-from suite.report.knownbugs import CaseResult, Outcome, judge_session
+from suite.report.outcomes import CaseResult, Outcome, judge_session
 from suite.symptoms import CaseVerdict, Symptom, SymptomSpec, judge_case, stack_functions
 from suite.vm.console import Finding, scan
 
@@ -348,13 +348,14 @@ def test_an_idle_guest_is_not_a_silent_one():
 
 
 def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
-    from suite.report import knownbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.source.series import KnownBug, Manifest
     m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
         KnownBug("uaf", "t", "a" * 40, "b" * 40, deferred="kasan: bytes stay right"),))
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
     ran = []
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: ran.append(a))
     assert knownbugs.run_bugs("s", [], "", []) == 0
     out = capsys.readouterr().out
     assert not ran and "uaf" in out and "deferred: kasan" in out
@@ -363,7 +364,8 @@ def test_deferred_bugs_are_listed_not_run(monkeypatch, capsys):
 def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_path):
     """A KASAN-only bug runs on its profile even when the caller chose another
     (its --kernel comes last: pytest's option takes the last one given)."""
-    from suite.report import knownbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.source.series import KnownBug, Manifest
     spec = SymptomSpec(("kernel:kasan",))
     m = Manifest("s", "", "u", "b", "h" * 40, "b" * 40, "u", bugs=(
@@ -372,7 +374,7 @@ def test_a_bug_that_needs_its_own_kernel_runs_its_cases_there(monkeypatch, tmp_p
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"s": m})
     monkeypatch.setattr(knownbugs.paths, "results_root", lambda: tmp_path)
     ran = []
-    monkeypatch.setattr(knownbugs, "run_cases",
+    monkeypatch.setattr(cases, "run_cases",
                         lambda args, results, extra: ran.append((args[1], extra)) or (0, "", 1.0))
     knownbugs.run_bugs("s", [], "", ["--kernel", "debian-6.12"])
     assert ran == [("(t_uaf)", ["--kernel", "debian-6.12", "--kernel", "debian-6.1-debug"])] * 2 + \
@@ -385,7 +387,7 @@ def test_another_bug_of_the_same_commit_showing_first_is_named(tmp_path):
     before any async write, and the row says whose symptom that was."""
     import json as _json
 
-    from suite.report.knownbugs import judge_session
+    from suite.report.outcomes import judge_session
     from suite.source.series import KnownBug
     case = tmp_path / "run" / "cases" / "c"
     case.mkdir(parents=True)

@@ -9,7 +9,8 @@ import pytest
 
 from suite.bugs_cmd import add_parser
 from suite.report import xfstests as xr
-from suite.report import xfstestsbugs as xb
+from suite.campaign.lanes import table
+from suite.campaign.lanes import xfstests as xb
 from suite.source.series import KnownBug
 from suite.symptoms import SymptomSpec
 
@@ -87,7 +88,10 @@ def test_a_session_that_ran_nothing_is_inconclusive_with_the_reason(tmp_path):
 def test_the_table_names_each_bug_and_the_base(tmp_path):
     base = xb.read_session(session(tmp_path / "base", "direct", {"generic/130": "pass"}), BASE)
     bad = xb.read_session(session(tmp_path / "bad", "direct", {"generic/130": "fail:a|b"}), BAD)
-    md = xb.table([(bug(), bad), (bug("other", deferred="KASAN only"), None)], base)
+    lane = xb.XfstestsLane()
+    lane.__dict__["_base"], lane.runs[BAD[:11]] = base, bad
+    md = table([bug(), KnownBug("other", "t", "c" * 40, "f" * 40, ("eof",), SymptomSpec(["EFAULT"]),
+                                "KASAN only")], [lane])
     assert md.startswith(f"xfstests on the series' base {BASE[:11]}: none of 1 failed")
     assert f"| `eof-tail-efault` | {BAD[:11]} | 1 failed of 1 [direct]: generic/130[direct]: a\\|b |" in md
     assert "| `other` |" in md and "| not run |" in md
@@ -96,7 +100,7 @@ def test_the_table_names_each_bug_and_the_base(tmp_path):
 def test_earlier_runs_are_read_newest_first(tmp_path):
     root = tmp_path / "bugs-1"
     old = session(root / "xfstests" / BAD[:11], "direct", {"generic/130": "fail:old"})
-    plan = xb.XfstestsPlan(read_from=[tmp_path], only=True)
+    plan = xb.XfstestsLane(read_from=[tmp_path], only=True)
     assert plan.at("async-dio", BAD, tmp_path / "unused", []).failed == \
         {"generic/130[direct]": "old"}
     newer = session(tmp_path / "bugs-2" / "xfstests" / BAD[:11], "direct", {"generic/130": "pass"})
@@ -111,24 +115,25 @@ def test_the_bugs_command_takes_the_lane_and_its_profiles():
     ap = argparse.ArgumentParser()
     add_parser(ap.add_subparsers())
     args = ap.parse_args(["bugs", "async-dio", "--xfstests", "dio", "--xfstests-only"])
-    p = xb.plan(args)
+    p = xb.from_args(args)
     assert p.only and p.select == ["dio"]
     assert p.lane_args() == ["--xfstests", "dio", "--xfstests-profile", "direct",
                              "--xfstests-profile", "async", "--xfstests-profile", "zvol"]
     args = ap.parse_args(["bugs", "async-dio", "--xfstests", "g:aio", "--xfstests-profile",
                           "async"])
-    assert xb.plan(args).lane_args() == ["--xfstests", "g:aio", "--xfstests-profile", "async"]
-    assert xb.plan(args).lane_args(base=True) == ["--xfstests", "g:aio", "--xfstests-profile",
+    assert xb.from_args(args).lane_args() == ["--xfstests", "g:aio", "--xfstests-profile", "async"]
+    assert xb.from_args(args).lane_args(base=True) == ["--xfstests", "g:aio", "--xfstests-profile",
                                                   "direct"]
-    assert xb.plan(ap.parse_args(["bugs", "async-dio"])) is None
+    assert xb.from_args(ap.parse_args(["bugs", "async-dio"])) is None
     # a misspelt selection is refused before any build or guest, in ./check's words
     with pytest.raises(SystemExit, match="'aio'"):
-        xb.plan(ap.parse_args(["bugs", "async-dio", "--xfstests", "dio aio"]))
+        xb.from_args(ap.parse_args(["bugs", "async-dio", "--xfstests", "dio aio"]))
 
 
 def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, monkeypatch,
                                                                       capsys):
-    from suite.report import knownbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
     from suite.source.series import Manifest
     other = "c" * 40
     m = Manifest("async-dio", "", "u", "b", "h" * 40, BASE, "u",
@@ -147,9 +152,9 @@ def test_bugs_runs_the_lane_once_per_bad_commit_and_once_on_the_base(tmp_path, m
                                    **failing})
         return 3, "", 12.0
     monkeypatch.setattr(xb, "run_cases", fake_run_cases)
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
-    plan = xb.XfstestsPlan(["g:aio"], ["async"], only=True)
-    assert knownbugs.run_bugs("async-dio", [], "", ["-x"], roles=["bad"], xfstests=plan) == 0
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
+    plan = xb.XfstestsLane(["g:aio"], ["async"], only=True)
+    assert knownbugs.run_bugs("async-dio", [], "", ["-x"], roles=["bad"], lanes=[plan]) == 0
     assert [c[2:4] for c in calls] == [["--zfs-ref", BASE], ["--series", f"async-dio@{BAD[:11]}"],
                                        ["--series", f"async-dio@{other[:11]}"]]
     assert all(c[:2] == ["-m", "xfstests"] and c[-1] == "-x" for c in calls)
@@ -191,7 +196,7 @@ def test_a_sweep_resumes_running_only_the_commits_earlier_runs_lack(tmp_path, mo
     earlier = tmp_path / "bugs-1"
     session(earlier / "xfstests" / BASE[:11], "direct", {"generic/130": "pass"})
     ran = fake_lane(monkeypatch, {"generic/130": "fail:new"})
-    plan = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
+    plan = xb.XfstestsLane(["g:aio"], ["async"], only=True, read_from=[earlier])
     base = plan.at("async-dio", BASE, tmp_path / "bugs-2", [], base=True)
     bad = plan.at("async-dio", BAD, tmp_path / "bugs-2", [])
     assert [a[a.index("--series") + 1] for a in ran] == [f"async-dio@{BAD[:11]}"]
@@ -226,9 +231,9 @@ def test_resuming_runs_again_a_commit_whose_lane_never_reached_check(tmp_path, m
         'with the build under test: not enough free space"/></testcase></testsuite>'
         '</testsuites>')
     ran = fake_lane(monkeypatch, {"generic/130": "pass"})
-    resumed = xb.XfstestsPlan(["g:aio"], ["async"], only=True, read_from=[earlier])
+    resumed = xb.XfstestsLane(["g:aio"], ["async"], only=True, read_from=[earlier])
     assert resumed.at("async-dio", BAD, tmp_path / "bugs-2", []).ran == 1 and len(ran) == 1
-    reading = xb.XfstestsPlan(read_from=[earlier], only=True)       # read only: says so
+    reading = xb.XfstestsLane(read_from=[earlier], only=True)       # read only: says so
     assert reading.at("async-dio", BAD, tmp_path / "x", []).problem.startswith(
         "the lane's case failed before ./check")
 

@@ -218,7 +218,7 @@ def test_its_packages_are_the_ones_setup_installs():
 def test_a_gate_sorts_each_xfstests_test_like_a_case(tmp_path):
     """A test passing on the base and failing with the series is a regression, even
     though the profile's case fails on both sides (another test fails on both)."""
-    from suite.report.gate import classify
+    from suite.campaign.gate import classify
     for side, st in (("base", "pass"), ("series", "fail")):
         d = tmp_path / side / "20261205-run" / "cases" / "test_xfstests_direct_"
         d.mkdir(parents=True)

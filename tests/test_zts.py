@@ -131,8 +131,25 @@ def test_session_counts_leave_the_folded_zts_tests_out(tmp_path):
     assert count(xml) == (1, 1, 0, 0)
 
 
+def zts_table(rows):
+    """The ZTS lane's table (from the one builder) of (bug, bad commit, the suite's
+    verdict there, what ZTS saw there) rows."""
+    from suite.campaign.lanes import table
+    from suite.campaign.lanes.cases import CasesLane
+    from suite.campaign.lanes.zts import ZtsLane
+    from suite.report.outcomes import CaseResult, Outcome
+    from suite.source.series import KnownBug
+    cases, lane, bugs = CasesLane(), ZtsLane(), []
+    for bug, commit, verdict, z in rows:
+        bugs.append(KnownBug(bug, "t", commit, "f" * 40))
+        cases.runs[(bug, "bad")] = Outcome(bug, commit, "bad", [CaseResult("n", verdict)])
+        if z is not None:
+            lane.runs[commit[:11]] = z
+    return table(bugs, [cases, lane])
+
+
 def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failures(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     case = tmp_path / "run" / "cases" / "test_zts_tag_direct_"
     case.mkdir(parents=True)
     report.save(report.parse(CONSOLE), case / report.RESULTS_FILE, {"tag": "direct"})
@@ -140,16 +157,16 @@ def test_zts_vs_suite_reads_a_session_and_credits_zts_only_with_unexpected_failu
     assert ran == 6 and bad == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
     seen = ztsbugs.ZtsAt("eb75ba1c586", ran, bad)
     quiet = ztsbugs.ZtsAt("917a434a1a4", 19, [])
-    md = ztsbugs.table([("preadv-freed-iovec", "eb75ba1c586", "caught", seen),
-                        ("async-oappend-stale-eof", "917a434a1a4", "caught", quiet),
-                        ("x", "0000000", "caught", None)])
+    md = zts_table([("preadv-freed-iovec", "eb75ba1c586", "caught", seen),
+                    ("async-oappend-stale-eof", "917a434a1a4", "caught", quiet),
+                    ("x", "0000000", "caught", None)])
     assert "2 unexpected of 6: direct/dio_mmap FAIL" in md
     assert "all 19 as expected (saw nothing)" in md and "not run" in md
     assert ztsbugs.ZtsAt("abc").describe().startswith("INCONCLUSIVE")
 
 
 def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     case = tmp_path / "run" / "cases" / "test_zts_tag_async_"
     case.mkdir(parents=True)
     quiet = report.parse(CONSOLE.replace("[FAIL]", "[PASS]").replace("[KILLED]", "[PASS]"))
@@ -168,7 +185,7 @@ def test_a_narrowed_or_cut_short_zts_run_never_reads_as_the_whole_tag_passing(tm
 
 
 def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
     from suite.sessions import skip_reasons
     junit = tmp_path / "junit.xml"
     junit.write_text('<testsuites><testsuite name="pytest" tests="1" skipped="1"><testcase '
@@ -183,7 +200,9 @@ def test_a_tag_the_commit_lacks_reads_as_no_test_not_as_inconclusive(tmp_path):
 
 
 def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_path, monkeypatch):
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     calls = []
 
@@ -191,10 +210,10 @@ def test_bugs_zts_only_runs_zts_once_per_bad_commit_and_writes_the_table(tmp_pat
         calls.append((commit[:11], tags))
         return ztsbugs.ZtsAt(commit[:11], 5, ["async/async_read_002_pos FAIL"]
                              if commit.startswith("eb75") else [])
-    monkeypatch.setattr(knownbugs, "run_zts_at", fake)
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
-    rc = knownbugs.run_bugs("async-dio", [], "", [], roles=["bad"], zts="only",
-                            zts_tags=("async",))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", fake)
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    rc = knownbugs.run_bugs("async-dio", [], "", [], roles=["bad"],
+                            lanes=[ztsbugs.ZtsLane(("async",), only=True)])
     bads = {b.bad[:11] for b in knownbugs.series.available()["async-dio"].bugs if not b.deferred}
     assert rc == 0 and sorted(c for c, _ in calls) == sorted(bads)
     assert all(t == ("async",) for _, t in calls)
@@ -275,10 +294,12 @@ def _earlier_bugs_run(root, bug, nodeid, symptoms, mtime):
 
 
 def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatch):
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
-    monkeypatch.setattr(knownbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", lambda n, c, *a, **k: ztsbugs.ZtsAt(c[:11], 4))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
     old = tmp_path / "old"
     node = "cases/test_dio_preadv.py::test_preadv_vectored[libaio-strict1]"
     ctl = [Symptom("EINVAL", "10/14", "async=0 strict=1")]        # a control row: not it
@@ -289,13 +310,13 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
     assert newest_session([old], "preadv-freed-iovec/bad") == newest
     assert newest_session([old / "bugs-1"], "preadv-freed-iovec/bad") != newest
     knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
-                       roles=["bad"], zts="only", suite_from=[old])
+                       roles=["bad"], lanes=[ztsbugs.ZtsLane(only=True)], suite_from=[old])
     md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`eof-tail-efault` | 39991b06fea | INCONCLUSIVE: no earlier run under --suite-from" in md
     assert "`preadv-freed-iovec` | eb75ba1c586 | caught | all 4 as expected" in md
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new2"))
-    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec"], "", [], roles=["bad"], zts="only",
-                       suite_from=[old / "bugs-1"])
+    knownbugs.run_bugs("async-dio", ["preadv-freed-iovec"], "", [], roles=["bad"],
+                       lanes=[ztsbugs.ZtsLane(only=True)], suite_from=[old / "bugs-1"])
     md = next((tmp_path / "new2").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "`preadv-freed-iovec` | eb75ba1c586 | INCONCLUSIVE" in md
 
@@ -303,10 +324,12 @@ def test_suite_from_judges_the_newest_earlier_session_again(tmp_path, monkeypatc
 def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch):
     import os
 
-    from suite.report import knownbugs, ztsbugs
+    from suite.campaign import bugs as knownbugs
+    from suite.campaign.lanes import cases
+    from suite.campaign.lanes import zts as ztsbugs
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path / "new"))
-    monkeypatch.setattr(knownbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
-    monkeypatch.setattr(knownbugs, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
+    monkeypatch.setattr(ztsbugs, "run_zts_at", lambda *a, **k: pytest.fail("ZTS ran"))
+    monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("suite ran"))
     for n, (stamp, text) in enumerate([("1", CONSOLE.replace("[FAIL]", "[PASS]")),
                                        ("2", CONSOLE)]):
         d = tmp_path / "old" / f"bugs-{stamp}" / "zts" / "eb75ba1c586"
@@ -320,7 +343,8 @@ def test_zts_from_reads_earlier_zts_runs_and_runs_nothing(tmp_path, monkeypatch)
     assert z.ran == 6 and z.unexpected == ["direct/dio_mmap FAIL", "direct/dio_random KILLED"]
     assert "no earlier ZTS run" in ztsbugs.read_zts_at("39991b06fea", [tmp_path / "old"]).describe()
     rc = knownbugs.run_bugs("async-dio", ["preadv-freed-iovec", "eof-tail-efault"], "", [],
-                            roles=["bad"], zts_from=[tmp_path / "old"])
+                            roles=["bad"],
+                            lanes=[ztsbugs.ZtsLane(only=True, read_from=[tmp_path / "old"])])
     md = next((tmp_path / "new").glob("bugs-*/zts-vs-suite.md")).read_text()
     assert "| eb75ba1c586 | INCONCLUSIVE: not run here (ZTS only) | 2 unexpected of 6" in md
     assert "| 39991b06fea | INCONCLUSIVE: not run here (ZTS only) | INCONCLUSIVE: no earlier" in md
@@ -364,7 +388,7 @@ def test_zts_from_merges_narrowed_reruns_back_to_the_newest_whole_run(tmp_path):
     every test once, the newer result winning; a run on other sectors stays out."""
     import os
 
-    from suite.report import ztsbugs
+    from suite.campaign.lanes import zts as ztsbugs
 
     def session(stamp: int, text: str, meta: dict) -> None:
         d = tmp_path / f"bugs-{stamp}" / "zts" / "dc643dc2041"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from suite.paths import case_slug as slug  # noqa: F401  (bisect and the self-tests use it)
+from suite.paths import case_slug as slug  # noqa: F401  (the self-tests use it)
 from suite.report import page as report_page
-from suite.report.gate import CLASSES, CaseClass, GateRun, verdict
+from suite.report.outcomes import CLASSES, CaseClass, GateRun, verdict
 
 FAILING = ("regression", "inconclusive", "flaky")
 

@@ -227,7 +227,7 @@ def verdicts(sessions: list[Path]) -> dict[str, tuple[CaseVerdict, Path]]:
 def status_of(v: CaseVerdict) -> tuple[str, str]:
     """(status, why) of one case verdict: a failure that proved nothing about the
     build (guest lost, setup, no result) is inconclusive, never a finding."""
-    from suite.report.gate import state
+    from suite.report.outcomes import state
     st, why = state(v)
     return {"pass": "pass", "fail": "fail", "skip": "skip", "feature-skip": "skip",
             "missing": "inconclusive"}.get(st, "inconclusive"), why or v.reason

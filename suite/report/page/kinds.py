@@ -27,7 +27,7 @@ from suite.report.page.model import Case, Grid, Page, Section, SideResult, Verdi
 from suite.report.page.sections import all_sections, phrase
 
 if TYPE_CHECKING:
-    from suite.report.gate import GateRun
+    from suite.report.outcomes import GateRun
 
 SELECTION_FILE = "selection.json"
 
@@ -154,8 +154,8 @@ GATE_STATUS = {"regression": "fail", "inconclusive": "inconclusive", "flaky": "f
 
 
 def gate(g: GateRun) -> Page:
-    """The gate's page from its run (``suite.report.gate.GateRun``)."""
-    from suite.report.gate import verdict
+    """The gate's page from its run (``suite.report.outcomes.GateRun``)."""
+    from suite.report.outcomes import verdict
     code, text = verdict(g.classes)
     sides = {s: sessions_under(g.root / s) for s in ("base", "series")}
     found = {s: verdicts(ss) for s, ss in sides.items()}
@@ -192,7 +192,7 @@ def gate(g: GateRun) -> Page:
 
 
 def gate_from_folder(root: Path) -> Page:
-    from suite.report.gate import CaseClass, GateRun
+    from suite.report.outcomes import CaseClass, GateRun
     data = read_json(root / "gate.json")
     if not isinstance(data, dict):
         data = {}
@@ -294,7 +294,7 @@ def known_bugs() -> dict[str, object]:
 def bugs(root: Path) -> Page:
     """``suite bugs``: each bug at its bad commit (must be caught) and at its fix
     (must be clean), judged again against the bug's symptom."""
-    from suite.report.knownbugs import Outcome, judge_session
+    from suite.report.outcomes import Outcome, judge_session
     from suite.sessions import count
     specs = known_bugs()
     outcomes, cases, sides = [], [], []

@@ -26,57 +26,25 @@ default, so a failure present in 1 trial in 5 shows in one run with 95%
 probability, and misses 2 reruns with 0.2%: a failure that does not come back
 in 2 reruns is not the series' regression at that rate.
 
-Exit codes: 0 pass, 1 regression, 2 inconclusive (or usage).
+Exit codes: 0 pass, 1 regression, 2 inconclusive (or usage). A case's state on
+one side (``state``), the classes' record and the verdict from them (``CaseClass``,
+``GateRun``, ``verdict``) are what the report reads back: ``suite/report/outcomes.py``.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.report.outcomes import CaseClass, GateRun, state
 from suite.report.xfstests import verdicts as xfstests_verdicts
 from suite.sessions import load_verdicts, run_cases
-from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict
-
-CLASSES = ("regression", "inconclusive", "flaky", "fixed", "still failing",
-           "not applicable on base", "unchanged pass")
-FEATURE_SKIP = ("build has no", "use --series", "nothing but the control", "the loaded build has no")
-EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 2
-
-
-def state(v: CaseVerdict | None) -> tuple[str, str]:
-    """(pass | fail | skip | feature-skip | inconclusive | missing, why) of one side."""
-    if v is None:
-        return "missing", "no verdict.json (the session did not reach the case)"
-    if v.outcome in PASSED:
-        return "pass", ""
-    if v.outcome == "skipped":
-        return ("feature-skip" if any(s in v.reason for s in FEATURE_SKIP) else "skip"), v.reason
-    kinds = [s.kind for s in v.symptoms]
-    if not kinds or all(k in INFRASTRUCTURE for k in kinds):
-        return "inconclusive", (str(v.symptoms[0]) if v.symptoms else v.reason)
-    # What the kernel reported is the root of what followed it (a task stuck in D
-    # state under spl_panic): it names the failure first.
-    real = [s for s in v.symptoms if s.kind not in INFRASTRUCTURE]
-    first = min(real, key=lambda s: 0 if s.kind.startswith("kernel:") else 1)
-    return "fail", str(first)
+from suite.symptoms import INFRASTRUCTURE, CaseVerdict
 
 
 def signatures(v: CaseVerdict | None) -> set[str]:
     """The signatures of what a side failed by (what the harness failed to prove
     left out)."""
     return {s.signature() for s in (v.symptoms if v else []) if s.kind not in INFRASTRUCTURE}
-
-
-@dataclass
-class CaseClass:
-    nodeid: str
-    cls: str
-    why: str
-    base: str = ""
-    series: str = ""
-    reruns: dict[str, list[str]] = field(default_factory=dict)   # side -> states
 
 
 def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
@@ -121,39 +89,6 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
             c.cls = "regression"
             c.why = f"{swhy} (again in {rs.count('fail')} of {len(rs)} reruns; base {rb})"
     return c
-
-
-def verdict(classes: list[CaseClass]) -> tuple[int, str]:
-    n = {k: sum(1 for c in classes if c.cls == k) for k in CLASSES}
-    if not classes:
-        return EXIT_INCONCLUSIVE, "INCONCLUSIVE: no case was selected"
-    if n["regression"]:
-        return EXIT_REGRESSION, f"FAIL: {n['regression']} regression(s)"
-    if n["inconclusive"]:
-        return EXIT_INCONCLUSIVE, f"INCONCLUSIVE: {n['inconclusive']} case(s) proved nothing"
-    if not any(n[k] for k in ("unchanged pass", "not applicable on base", "fixed",
-                              "still failing", "flaky")):
-        return EXIT_INCONCLUSIVE, "INCONCLUSIVE: nothing ran to a verdict"
-    extra = f" ({n['flaky']} flaky)" if n["flaky"] else ""
-    return EXIT_PASS, f"PASS{extra}"
-
-
-@dataclass
-class GateRun:
-    series: str
-    base: str
-    root: Path
-    selection: list[str]
-    classes: list[CaseClass] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    problems: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        code, text = verdict(self.classes)
-        return json.dumps({"series": self.series, "base": self.base, "verdict": text,
-                           "exit": code, "selection": self.selection,
-                           "seconds": self.seconds, "problems": self.problems,
-                           "cases": [asdict(c) for c in self.classes]}, indent=1)
 
 
 def gate_sides(series_sel: str, base: str, series_on_base: bool) -> dict[str, list[str]]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.build import xfstests as xbuild
+from suite.campaign.lanes import Lane, chosen, escaped
 from suite.casekit.xfstests import check_args
 from suite.report import xfstests as xfs
 from suite.report import xfsymptoms
@@ -119,8 +120,11 @@ def read_session(results: Path, commit: str, seconds: float = 0.0) -> XfstestsAt
 
 
 @dataclass
-class XfstestsPlan:
+class XfstestsLane(Lane):
     """``bugs --xfstests``: what to run at each bad commit and the base, or where to read it."""
+    name, label, column = "xfstests", "xfstests", "xfstests at bad"
+    file, title = "xfstests-at-bad.md", "xfstests at each bad commit"
+    on_base = True
     select: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)
     only: bool = False
@@ -165,6 +169,18 @@ class XfstestsPlan:
               flush=True)
         return out
 
+    def cell(self, b: KnownBug) -> str:
+        """What xfstests failed at ``b``'s bad commit that passes on the base."""
+        return escaped(cell(b, self.run(b), self.base_run))
+
+    def proved(self, run: XfstestsAt) -> bool:
+        return bool(run.ran) and not run.problem
+
+    def head(self) -> list[str]:
+        base = self.base_run
+        return [f"xfstests on the series' "
+                f"{f'base {base.commit}: {base.describe()}' if base else 'base not run'}", ""]
+
 
 def own_symptom(b: KnownBug, x: XfstestsAt, base: XfstestsAt | None) -> str:
     """The new failures whose ``.out.bad`` names one of the bug's own kinds (EFAULT for
@@ -184,17 +200,6 @@ def cell(b: KnownBug, x: XfstestsAt | None, base: XfstestsAt | None) -> str:
         else seen
 
 
-def table(rows: list[tuple[KnownBug, XfstestsAt | None]], base: XfstestsAt | None) -> str:
-    """Markdown: each bug, its bad commit, what xfstests failed there that the base passes."""
-    head = f"base {base.commit}: {base.describe()}" if base else "base not run"
-    lines = [f"xfstests on the series' {head}", "",
-             "| bug | bad commit | xfstests at bad |", "|---|---|---|"]
-    for b, x in rows:
-        text = cell(b, x, base).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| `{b.id}` | {b.bad[:11]} | {text} |")
-    return "\n".join(lines) + "\n"
-
-
 def add_options(kb: argparse.ArgumentParser) -> None:
     """``bugs``' xfstests options."""
     kb.add_argument("--xfstests", action="append", default=[], metavar="SEL",
@@ -212,13 +217,17 @@ def add_options(kb: argparse.ArgumentParser) -> None:
                          "the commits they lack (an interrupted sweep resumed)")
 
 
-def plan(args: argparse.Namespace) -> XfstestsPlan | None:
-    if not (args.xfstests or args.xfstests_from):
+def from_args(args: argparse.Namespace) -> XfstestsLane | None:
+    """``--xfstests SEL`` / ``--xfstests-from DIR`` / ``--lane xfstests`` (the ``dio``
+    selection unless told): the lane, or None."""
+    picked, alone = chosen(args, "xfstests")
+    if not (args.xfstests or args.xfstests_from or picked):
         return None
+    select = list(args.xfstests) or (["dio"] if picked and not args.xfstests_from else [])
     try:
-        check_args(args.xfstests)       # a misspelt selection stops here, not in each guest
+        check_args(select)              # a misspelt selection stops here, not in each guest
     except ValueError as e:
         raise SystemExit(f"suite bugs: {e}") from None
-    return XfstestsPlan(list(args.xfstests), list(args.xfstests_profile),
-                        only=args.xfstests_only or not args.xfstests,
+    return XfstestsLane(select, list(args.xfstests_profile),
+                        only=args.xfstests_only or not select or alone,
                         read_from=[Path(d) for d in args.xfstests_from])

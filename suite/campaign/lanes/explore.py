@@ -18,10 +18,14 @@ run for.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite.campaign.lanes import Lane, chosen, escaped
+from suite.errors import SuiteError
+from suite.explore.budget import budget_arg
 from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict, Symptom, SymptomSpec
 from suite.source.series import KnownBug
 
@@ -254,8 +258,10 @@ def read_explore_at(commit: str, roots: list[Path], target: str = "file",
 
 
 @dataclass
-class ExplorePlan:
+class ExploreLane(Lane):
     """``bugs --explore``: how to run explore at each bad commit, or where to read it."""
+    name, label, column = "explore", "explore", "explore at bad"
+    file, title = "explore-at-bad.md", "explore at each bad commit"
     budget: str = ""
     seed: int = 1
     target: str = "file"
@@ -264,14 +270,23 @@ class ExplorePlan:
     known: list[str] = field(default_factory=list)  # findings known already (not shrunk)
     read_from: list[Path] = field(default_factory=list)
 
-    def at(self, name: str, commit: str, root: Path, extra: list[str]) -> ExploreAt:
+    def at(self, name: str, commit: str, root: Path, extra: list[str],
+           base: bool = False) -> ExploreAt:
         if self.read_from:
             return read_explore_at(commit, self.read_from, self.target)
         return run_explore_at(name, commit, root, extra, self)
 
+    def cell(self, b: KnownBug) -> str:
+        """The ``explore at bad`` cell of bug ``b``."""
+        e = self.run(b)
+        if b.deferred:
+            seen = f"; explore at this commit: {e.describe()}" if e else ""
+            return escaped(f"deferred in the manifest ({b.deferred}){seen}")
+        return escaped(e.describe(b.symptom) if e else "not run")
+
 
 def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
-                   plan: ExplorePlan) -> ExploreAt:
+                   plan: ExploreLane) -> ExploreAt:
     from suite.explore.lane import run_lane
     results = root / "explore" / commit[:11]
     print(f"==> explore at {name}@{commit[:11]} (seed {plan.seed}, budget {plan.budget}, "
@@ -283,18 +298,42 @@ def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
     return out
 
 
-def cell(b: KnownBug, e: ExploreAt | None) -> str:
-    """The ``explore at bad`` cell of bug ``b``."""
-    if b.deferred:
-        seen = f"; explore at this commit: {e.describe()}" if e else ""
-        return f"deferred in the manifest ({b.deferred}){seen}"
-    return e.describe(b.symptom) if e else "not run"
+def add_options(kb: argparse.ArgumentParser) -> None:
+    """``bugs``' explore options."""
+    kb.add_argument("--explore", type=budget_arg, default=None, metavar="BUDGET",
+                    help="also run `suite explore` alone for BUDGET (15m, 20x) once at each "
+                         "distinct bad commit and print what it found beside each bug")
+    kb.add_argument("--explore-only", action="store_true",
+                    help="run only the explore lane at each bad commit (no suite cases)")
+    kb.add_argument("--explore-seed", type=int, default=1, help="--explore: master seed")
+    kb.add_argument("--explore-target", choices=("file", "zvol"), default="file",
+                    help="--explore: a fresh file per sequence, or a fresh zvol")
+    kb.add_argument("--explore-findings", type=int, default=3, metavar="N",
+                    help="--explore: distinct findings per bad commit before stopping "
+                         "(default 3: an upstream finding met first does not end the run)")
+    kb.add_argument("--explore-known", action="append", default=[], metavar="PATH",
+                    help="--explore: findings already known (an explore run on the base or "
+                         "master): counted and named at each bad commit, not shrunk")
+    kb.add_argument("--explore-from", action="append", default=[], metavar="DIR",
+                    help="read explore's side from earlier explore results folders (`suite "
+                         "explore` or `bugs --explore`) instead of running it, each matched "
+                         "to a bad commit by its build record (repeatable; the newest "
+                         "finished run on --explore-target wins)")
 
 
-def table(rows: list[tuple[KnownBug, ExploreAt | None]]) -> str:
-    """Markdown: each bug, its bad commit, what explore met there."""
-    lines = ["| bug | bad commit | explore at bad |", "|---|---|---|"]
-    for b, e in rows:
-        text = cell(b, e).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| `{b.id}` | {b.bad[:11]} | {text} |")
-    return "\n".join(lines) + "\n"
+def from_args(args: argparse.Namespace) -> ExploreLane | None:
+    """``bugs --explore BUDGET`` / ``--explore-from DIR`` / ``--lane explore``: the
+    exerciser at each bad commit (None: not asked for). ``--explore-from`` alone reads
+    it, the suite's cases left out, as ``--zts-from`` alone does."""
+    picked, alone = chosen(args, "explore")
+    if not (args.explore or args.explore_from):
+        if args.explore_only or picked:
+            flag = "--explore-only" if args.explore_only else "--lane explore"
+            raise SuiteError(f"{flag} runs nothing without a budget",
+                             fix="give --explore 15m (or 20x), or --explore-from DIR to read "
+                                 "earlier explore runs")
+        return None
+    return ExploreLane(args.explore or "", args.explore_seed, args.explore_target,
+                       findings=args.explore_findings, known=list(args.explore_known),
+                       only=args.explore_only or not args.explore or alone,
+                       read_from=[Path(d) for d in args.explore_from])

@@ -16,12 +16,15 @@ suite's, so the table can be put together from runs made at different times.
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import paths
+from suite.campaign.lanes import Lane, chosen
 from suite.report import zts
 from suite.sessions import count, run_cases, sessions_newest_first, skip_reasons
+from suite.source.series import KnownBug
 
 
 @dataclass
@@ -139,10 +142,54 @@ def read_zts_at(commit: str, roots: list[Path]) -> ZtsAt:
     return out
 
 
-def table(rows: list[tuple[str, str, str, ZtsAt | None]]) -> str:
-    """Markdown: bug, bad commit, the suite's verdict there, ZTS there."""
-    lines = ["| bug | bad commit | this suite at bad | ZTS at bad |", "|---|---|---|---|"]
-    for bug, commit, suite_verdict, z in rows:
-        lines.append(f"| `{bug}` | {commit} | {suite_verdict} | "
-                     f"{z.describe() if z else 'not run'} |")
-    return "\n".join(lines) + "\n"
+@dataclass
+class ZtsLane(Lane):
+    """``bugs --zts``: ZTS at each bad commit (``tags``: the tags to run; none: the
+    lane's own choice), or read from earlier runs (``read_from``)."""
+    name, label, column = "zts", "ZTS", "ZTS at bad"
+    file, title = "zts-vs-suite.md", "ZTS and this suite at each bad commit"
+    with_suite = True
+    tags: tuple[str, ...] = ()
+    only: bool = False
+    read_from: list[Path] = field(default_factory=list)
+
+    def at(self, series: str, commit: str, root: Path, extra: list[str],
+           base: bool = False) -> ZtsAt:
+        if self.read_from:
+            return read_zts_at(commit, list(self.read_from))
+        return run_zts_at(series, commit, root, extra, self.tags)
+
+    def cell(self, bug: KnownBug) -> str:
+        z = self.run(bug)
+        return z.describe() if z else "not run"
+
+    def proved(self, run: ZtsAt) -> bool:
+        return bool(run.ran) and not run.problem
+
+
+def add_options(kb: argparse.ArgumentParser) -> None:
+    """``bugs``' ZTS options."""
+    kb.add_argument("--zts", action="store_true",
+                    help="also run OpenZFS's own tests (ZTS lane) at each bad commit and "
+                         "print what ZTS saw beside what the suite saw")
+    kb.add_argument("--zts-only", action="store_true",
+                    help="run only the ZTS lane at each bad commit (no suite cases)")
+    kb.add_argument("--zts-tags", default="", help="ZTS tags to run, comma-separated "
+                    "(default: direct and async, where the build has it)")
+    kb.add_argument("--zts-from", action="append", default=[], metavar="DIR",
+                    help="read ZTS's side from an earlier `suite bugs --zts` results folder "
+                         "instead of running it (repeatable; per commit the newest run, with "
+                         "the narrowed --zts-test reruns back to the newest whole one)")
+
+
+def from_args(args: argparse.Namespace) -> ZtsLane | None:
+    """``--zts`` / ``--zts-only`` / ``--zts-from`` / ``--lane zts``: the lane, or None.
+    ``--zts-from`` alone reads ZTS's side, the suite's cases left out."""
+    picked, alone = chosen(args, "zts")
+    how = "only" if args.zts_only else ("also" if args.zts else "")
+    how = how or ("only" if alone else "also" if picked else "")
+    how = how or ("only" if args.zts_from else "")
+    if not how:
+        return None
+    return ZtsLane(tuple(t for t in (args.zts_tags or "").split(",") if t), only=how == "only",
+                   read_from=[Path(d) for d in args.zts_from])

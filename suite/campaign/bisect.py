@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite import paths
-from suite.report.gate import state
-from suite.report.runreport import slug
+from suite.paths import case_slug as slug
+from suite.report.outcomes import state
 from suite.sessions import load_verdicts, run_cases
 
 DEFAULT_TRIALS = 29          # trials_needed(rate=0.1)
