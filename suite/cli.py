@@ -53,8 +53,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def explore_args(args: argparse.Namespace) -> list[str]:
     """--explore BUDGET: the exerciser joins the selection on both sides, with the
-    same seed (the same sequences on base and base+series: a sequence that fails
-    only with the series is a regression, on both a finding on stock)."""
+    same seed; the series side runs the base's sequences and each sequence is sorted
+    on its own (suite/campaign/gate_explore.py)."""
     if not args.explore:
         return []
     return ["-m", "explore or not explore", "--explore-budget", args.explore,

@@ -26,6 +26,9 @@ default, so a failure present in 1 trial in 5 shows in one run with 95%
 probability, and misses 2 reruns with 0.2%: a failure that does not come back
 in 2 reruns is not the series' regression at that rate.
 
+With ``--explore`` each explore sequence is sorted on its own (``explore:<seed>``,
+the head running the base's sequences: ``suite/campaign/gate_explore.py``).
+
 Exit codes: 0 pass, 1 regression, 2 inconclusive (or usage). A case's state on
 one side (``state``), the classes' record and the verdict from them (``CaseClass``,
 ``GateRun``, ``verdict``) are what the report reads back: ``suite/report/outcomes.py``.
@@ -35,6 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite import paths
+from suite.campaign import gate_explore
 from suite.report.outcomes import CaseClass, GateRun, state
 from suite.report.xfstests import verdicts as xfstests_verdicts
 from suite.sessions import load_verdicts, run_cases
@@ -106,13 +110,20 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
     g = GateRun(series_sel, base, root, selection)
     sides = gate_sides(series_sel, base, series_on_base)
     verdicts: dict[str, dict[str, CaseVerdict]] = {}
+    exploring = "--explore-budget" in extra
     for side, args in sides.items():
-        print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}", flush=True)
-        _, problem, g.seconds[side] = run_cases([*selection, *args], root / side, extra)
+        # explore: the base for its whole budget, the series on the base's sequences
+        more = ([] if not exploring else gate_explore.BASE_ARGS if side == "base"
+                else gate_explore.replay_args(root / "base"))
+        print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}"
+              + (f" (explore: {len(more) // 2} sequences of the base)" if side != "base" and
+                 exploring else ""), flush=True)
+        _, problem, g.seconds[side] = run_cases([*selection, *args, *more], root / side, extra)
         if problem:
             g.problems[side] = problem
         verdicts[side] = load_verdicts(root / side)
         verdicts[side].update(xfstests_verdicts(root / side))    # each xfstests test too
+        verdicts[side].update(gate_explore.verdicts(root / side))  # each explore sequence
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
     nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
@@ -123,7 +134,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
     for i in range(reruns if suspects else 0):
         for side, args in sides.items():
             todo = [n for n in suspects if (side == "series" or first[n].base == "pass")
-                    and not n.startswith("xfstests:")]     # those rerun with their profile
+                    and not n.startswith(("xfstests:", gate_explore.PREFIX))]  # run as a whole
             if not todo:
                 continue
             out = root / f"rerun{i + 1}-{side}"

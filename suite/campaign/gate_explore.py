@@ -1,0 +1,110 @@
+"""The gate's explore lane, sequence by sequence (``suite gate --explore BUDGET``).
+
+One ``test_explore`` verdict per side says too little: the base stops at the bug a
+pull request fixes and the head, getting past it, fails on something else; both
+"fail", so the case is "still failing" and the fix (and any new failure) goes
+unseen. So:
+
+- the base explores for the budget and does not stop at its first finding
+  (:data:`BASE_ARGS`: findings collected, each shrunk briefly);
+- the head runs **the base's sequences**, each once, in the base's order
+  (:func:`replay_args`: ``--explore-replay`` of every sequence the base generated),
+  so each sequence has a result on both sides;
+- each sequence becomes a verdict of its own (:func:`verdicts`, nodeid
+  ``explore:<seed>``) whose symptoms are what it failed by, op by op (``kind [op N
+  name]``), and the gate sorts it as it sorts a case: fixed (fails on base, passes on
+  head), regression (passes on base, fails on head, or fails with another
+  signature), still failing (the same signatures), unchanged pass.
+
+A sequence one side never finished (its guest lost, the budget spent) is
+``inconclusive`` for it, never a pass.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from suite.symptoms import CaseVerdict, Symptom
+
+PREFIX = "explore:"
+SUMMARIES = "*/cases/test_explore/explore/summary.json"
+SEQUENCES = "*/cases/test_explore/engine/explore-*.seq.json"
+# The base explores its whole budget: every distinct finding kept, each shrunk briefly.
+BASE_ARGS = ["--explore-findings", "50", "--explore-shrink", "120"]
+
+
+def _json(p: Path) -> dict[str, Any]:
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def generated(session_dir: Path) -> dict[int, Path]:
+    """Each sequence the session ran, by its seed: the first file the engine got for
+    it (the generated sequence; later files of a seed are its runs past a known
+    finding and its shrinking)."""
+    out: dict[int, Path] = {}
+    for f in sorted(session_dir.glob(SEQUENCES), key=lambda p: p.stat().st_mtime):
+        seed = _json(f).get("seed")
+        if isinstance(seed, int) and seed not in out:
+            out[seed] = f
+    return out
+
+
+def replay_args(session_dir: Path) -> list[str]:
+    """``--explore-replay FILE`` for each sequence the base ran, in its order."""
+    args: list[str] = []
+    for f in generated(session_dir).values():
+        args += ["--explore-replay", str(f)]
+    return args
+
+
+def _op_name(seq_file: Path | None, i: Any) -> str:
+    ops = _json(seq_file).get("ops") if seq_file else None
+    if isinstance(i, int) and isinstance(ops, list) and 0 <= i < len(ops):
+        return str(ops[i].get("op", "?"))
+    return "?"
+
+
+def verdicts(session_dir: Path) -> dict[str, CaseVerdict]:
+    """Each sequence of the session's exploration as a verdict of its own: passed, or
+    failed by each failure its runs met (a known finding's too: the gate compares
+    what each side failed by), a trip (a panic, a hang) by its kind and op."""
+    files = generated(session_dir)
+    found: dict[int, list[Symptom]] = {}
+    ran: set[int] = set()
+    for summary in sorted(session_dir.glob(SUMMARIES)):
+        s = _json(summary)
+        for r in s.get("runs") or []:
+            seed = r.get("seed")
+            if not isinstance(seed, int):
+                continue
+            ran.add(seed)
+            if r.get("state") == "failed":
+                i = r.get("failed_at")
+                row = f"op {i} {_op_name(files.get(seed), i)}"
+                why = f"known upstream finding {r['known']}" if r.get("known") else ""
+                found.setdefault(seed, []).append(Symptom(str(r.get("kind") or "?"), why, row))
+        for t in s.get("trips") or []:
+            seed = t.get("seed")
+            if isinstance(seed, int):
+                ran.add(seed)
+                found.setdefault(seed, []).append(
+                    Symptom(str(t.get("kind") or "trip"), str(t.get("headline") or "")[:300],
+                            f"op {t.get('op')} {t.get('op_kind') or '?'}"))
+    out: dict[str, CaseVerdict] = {}
+    for seed in sorted(ran | set(files), key=lambda x: list(files).index(x)
+                       if x in files else len(files)):
+        nodeid = f"{PREFIX}{seed}"
+        if seed not in ran:
+            out[nodeid] = CaseVerdict(nodeid, "error", [Symptom("no-result", "never finished")],
+                                      "the sequence never finished on this side")
+        elif seed in found:
+            syms = list({x.signature(): x for x in found[seed]}.values())
+            out[nodeid] = CaseVerdict(nodeid, "failed", syms, str(syms[0]))
+        else:
+            out[nodeid] = CaseVerdict(nodeid, "passed")
+    return out

@@ -1,0 +1,78 @@
+"""The gate's explore lane, sequence by sequence (suite/campaign/gate_explore.py): the
+head runs the base's sequences, and each sequence is classed on its own, so a fix
+the base met, and a new failure the head met past it, are not hidden behind one
+``test_explore`` verdict that "still fails" on both sides."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suite.campaign import gate, gate_explore
+from suite.campaign.gate import classify, run_gate
+
+EXTRA = ["-m", "explore or not explore", "--explore-budget", "10m", "--explore-seed", "1"]
+SEEDS = (101, 202, 303, 404)
+
+
+def _session(results: Path, runs: list[dict], trips: list[dict] = (), seqs=SEEDS) -> None:
+    case = results / "20260101-000000-x" / "cases" / "test_explore"
+    (case / "explore").mkdir(parents=True, exist_ok=True)
+    (case / "engine").mkdir(parents=True, exist_ok=True)
+    for k, seed in enumerate(seqs):
+        ops = [{"op": "pwrite"}, {"op": "pread"}, {"op": "punch_hole"}, {"op": "verify"}]
+        (case / "engine" / f"explore-{seed}-{k + 1:04d}-s{k}.seq.json").write_text(
+            json.dumps({"version": 1, "seed": seed, "ops": ops}))
+    (case / "explore" / "summary.json").write_text(json.dumps(
+        {"runs": runs, "trips": list(trips)}))
+
+
+def run(seed, state="passed", kind=None, at=None, known=None):
+    return {"seed": seed, "state": state, "kind": kind, "failed_at": at, "known": known}
+
+
+def test_each_sequence_is_classed_on_its_own(tmp_path: Path):
+    base, head = tmp_path / "base", tmp_path / "series"
+    _session(base, [run(101, "failed", "error:EFAULT", 1), run(202),
+                    run(303, "failed", "wrong-bytes", 3, known="rollback-keeps-cached-pages")],
+             [{"seed": 404, "kind": "hang", "headline": "no progress", "op": 2,
+               "op_kind": "punch_hole"}])
+    _session(head, [run(101), run(202, "failed", "wrong-bytes", 3),
+                    run(303, "failed", "wrong-bytes", 3, known="rollback-keeps-cached-pages")])
+    b, h = gate_explore.verdicts(base), gate_explore.verdicts(head)
+    assert list(b) == [f"explore:{s}" for s in SEEDS]
+    got = {n: classify(n, b.get(n), h.get(n)).cls for n in b}
+    assert got == {"explore:101": "fixed", "explore:202": "regression",
+                   "explore:303": "still failing", "explore:404": "inconclusive"}
+    assert "op 1 pread" in str(b["explore:101"].symptoms[0])
+    assert h["explore:404"].outcome == "error", "never finished on the head: not a pass"
+
+
+def test_another_op_is_another_signature(tmp_path: Path):
+    base, head = tmp_path / "base", tmp_path / "series"
+    _session(base, [run(101, "failed", "wrong-bytes", 1)])
+    _session(head, [run(101, "failed", "wrong-bytes", 2)])
+    c = classify("explore:101", gate_explore.verdicts(base)["explore:101"],
+                 gate_explore.verdicts(head)["explore:101"])
+    assert c.cls == "regression" and "op 2 punch_hole" in c.why
+
+
+def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
+    calls = []
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        calls.append((results.name, list(args)))
+        if results.name == "base":
+            _session(results, [run(101, "failed", "error:EFAULT", 1), run(202)], seqs=(101, 202))
+        else:
+            _session(results, [run(101), run(202)], seqs=(101, 202))
+        return 1, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("pr", "e" * 40, ["-k", "explore"], EXTRA, reruns=2, root=tmp_path / "g")
+    base_args, series_args = calls[0][1], calls[1][1]
+    assert "--explore-findings" in base_args and "--explore-replay" not in base_args
+    replays = [series_args[i + 1] for i, a in enumerate(series_args) if a == "--explore-replay"]
+    assert [json.loads(Path(p).read_text())["seed"] for p in replays] == [101, 202]
+    classes = {c.nodeid: c.cls for c in g.classes}
+    assert classes == {"explore:101": "fixed", "explore:202": "unchanged pass"}
+    assert [c[0] for c in calls] == ["base", "series"], "a sequence is not rerun as a nodeid"
