@@ -17,8 +17,14 @@ MIB = 1 << 20
 
 
 def test_holds_come_from_a_generator_of_their_own():
-    with_, without = (generate(9, 60, "file", MIB, Choices(zfs_ops=True, held_share=s))
+    meta = {k: (("metadata",) if k == "primarycache" else v)
+            for k, v in Choices().props.items()}
+    with_, without = (generate(9, 60, "file", MIB, Choices(zfs_ops=True, held_share=s,
+                                                           props=meta))
                       for s in (0.9, 0.0))
+    cached = generate(9, 60, "file", MIB, Choices(zfs_ops=True, held_share=0.9, props={
+        **meta, "primarycache": ("all",)}))
+    assert not any(o.op.startswith("held_") for o in cached.ops), "the dbuf cache serves it"
     assert len(with_.ops) == len(without.ops)
     held = [(a, b) for a, b in zip(with_.ops, without.ops) if a.op.startswith("held_")]
     assert held, "a 0.9 share holds some request"

@@ -161,7 +161,7 @@ class Choices:
     # of the async O_DIRECT reads and writes of a file with the ZFS commands, those held
     # in flight (zinject -E) while a rollback, a barrier or a later write runs
     # (suite/ioengine/explore/held.py). A generator of its own.
-    held_share: float = 0.15
+    held_share: float = 0.3         # (only under primarycache=metadata|none)
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

@@ -74,12 +74,16 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     return out
 
 
-def hold_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+def hold_requests(ops: list[Op], r: random.Random, share: float,
+                  props: dict[str, str] | None = None) -> list[Op]:
     """``share`` of the async O_DIRECT reads and writes (aligned, one buffer of their
     own) become a request held in flight by ``zinject -E`` while something else runs
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
-    a barrier: suite/ioengine/explore/held.py). The generator advances on reads and
-    writes alone."""
+    a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
+    (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
+    hold). The generator advances on reads and writes alone."""
+    if (props or {}).get("primarycache", "all") == "all":
+        return ops
     out = []
     for o in ops:
         if o.op in READS + WRITES:

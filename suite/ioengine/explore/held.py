@@ -137,6 +137,7 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
         if r.rc != 0:
             return failed("zfs-command", f"{r.line}: exit {r.rc}: {(r.err or '').strip()[-300:]}")
         ctx.snaps.append(Snap(s.data, snap, bytes(ctx.model.data)))
+    ctx.zfs.run("zpool", "sync", ctx.zfs.pool)     # no dirty record serves the range
     evict(t.fd, ctx.drop_caches)
     flush_arc(ctx)
     if (why := _hold(ctx, s, write)) is not None:

@@ -6,8 +6,8 @@
   (none at all: ``EFBIG``), land those bytes and leave the rest old. Both series'
   pin bugs and the upstream pin-count finding are cut writes (an array pinned for
   the uncut length);
-- ``quota``: the dataset's ``refquota`` set a little above what it references,
-  so the write may run out of room part way: a full count, a short count whose
+- ``quota``: the dataset's ``refquota`` set a page above what it references, so
+  a write of more than one record runs out of room part way: a full count, a short count whose
   bytes landed and no others, or ``EDQUOT``/``ENOSPC`` with the file as it was
   are all correct. An error after some bytes landed (the file changed) is the
   review's "short write reported as an error".
@@ -85,7 +85,10 @@ def limited(ctx: Ctx, limit: str, off: int, length: int) -> contextlib.AbstractC
     if limit == "fsize":
         return rlimit_fsize(off + fsize_cut(length))
     if limit == "quota":
-        return refquota(ctx, max(PAGE, length // 2))
+        # A page of room: the first chunk (a record) of the write fits, the next waits
+        # for the txg that holds it and then finds the quota reached (OpenZFS checks a
+        # refquota against what is referenced and in flight, not the chunk it assigns).
+        return refquota(ctx, PAGE)
     raise ValueError(f"unknown limit {limit!r} (known: {', '.join(LIMITS)})")
 
 
