@@ -30,7 +30,7 @@ def test_holds_come_from_a_generator_of_their_own():
     assert held, "a 0.9 share holds some request"
     for a, b in held:       # the request it was, held: same interface, range, data
         assert (a.iface, a.off, a.len) == (b.iface, b.off, b.len) and b.direct
-        assert b.iface in ("libaio", "io_uring") and a.slow_ms in (1000, 3000)
+        assert b.iface in ("sync", "libaio", "io_uring") and a.slow_ms in (1000, 3000)
         assert a.then == "rollback" if a.op == "held_read" else a.then != "rollback"
     assert [Op.from_dict(o.to_dict()) for o in with_.ops] == list(with_.ops)
     assert any(c.startswith("held:") for c in reach.seq_cells(with_))

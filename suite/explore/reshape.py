@@ -76,8 +76,8 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 
 def hold_requests(ops: list[Op], r: random.Random, share: float,
                   props: dict[str, str] | None = None) -> list[Op]:
-    """``share`` of the async O_DIRECT reads and writes (aligned, one buffer of their
-    own) become a request held in flight by ``zinject -E`` while something else runs
+    """``share`` of the O_DIRECT reads and writes (aligned, one buffer of their own;
+    sync, libaio, io_uring) become a request held in flight by ``zinject -E`` while something else runs
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
     a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
     (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
@@ -90,7 +90,7 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
             roll = r.random()
             then = r.choice(("rollback",) if o.op in READS else ("fsync", "syncfs", "later_write"))
             hold_ms = r.choice((1000, 3000))
-            if roll < share and o.direct and o.iface in ("libaio", "io_uring") and \
+            if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                     o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
                     o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
                 o = Op("held_read" if o.op in READS else "held_write", iface=o.iface,

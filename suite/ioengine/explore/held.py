@@ -1,7 +1,7 @@
 """Explore, a request held in flight while something else goes on: ``held_read`` and
-``held_write`` submit one async O_DIRECT request (libaio or io_uring) whose I/O the
-pool delays (``zinject -E slow_ms -T read|write -t data FILE``), then, while it is
-held, run ``then``:
+``held_write`` issue one O_DIRECT request (sync, libaio or io_uring, from a thread of
+its own) whose I/O the pool delays (``zinject -E slow_ms -T read|write -t data
+FILE``), then, while it is held, run ``then``:
 
 - ``rollback`` (a read): ``zfs rollback`` to a snapshot taken just before; the
   review's deadlock was a rollback draining the async reads under the teardown
@@ -18,14 +18,15 @@ held, run ``then``:
 
 Then the hold is lifted, the request reaped and judged: a read's bytes are the
 model's (the snapshot's bytes are the model's when it was taken), or a clean error;
-a write's bytes land. A request the build completed before ``then`` began (a
-synchronous O_DIRECT path: stock libaio) was not held: the op says so
-(``held: false``), and judges it as a plain request.
+a write's bytes land. A request that completed before ``then`` began (its I/O never
+reached the disk: a cached record) was not held: the op says so (``held: false``)
+and judges it as a plain request.
 """
 from __future__ import annotations
 
 import errno as errno_mod
 import os
+import threading
 import time
 
 from ..queues import IoOp
@@ -63,24 +64,46 @@ def _wait_forever(what: str) -> None:  # noqa: ARG001 (said in the host's hang r
 
 
 class Inflight:
-    """The held request's queue and what it reaped (a reap may return the later
-    write's completion and the held one's together)."""
+    """The held request, issued and waited for by a thread of its own, so that a
+    submitter that blocks until the I/O is done (OpenZFS ignores ``IOCB_NOWAIT``:
+    io_uring's inline attempt and stock libaio both block in the submitting call)
+    leaves this thread free to run ``then`` meanwhile."""
 
-    def __init__(self, q, tag: int) -> None:
-        self.q, self.tag, self.reaped = q, tag, {}
+    def __init__(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
+        self.res: int | None = None
+        self.thread = threading.Thread(target=self._issue, args=(t, s, write, buf),
+                                       name="explore-held", daemon=True)
 
-    def done(self, wait_s: float = 0.0) -> bool:
-        if self.tag not in self.reaped:
-            for t, res in self.q.reap(1 if wait_s else 0, 4, wait_s):
-                self.reaped[t] = res
-        return self.tag in self.reaped
+    def _issue(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
+        if s.iface == "sync":
+            try:
+                v = buf.views()
+                self.res = os.pwritev(t.dfd, v, s.off) if write else os.preadv(t.dfd, v, s.off)
+            except OSError as e:
+                self.res = -(e.errno or errno_mod.EIO)
+            return
+        q = t._make_queue(s.iface)
+        try:
+            if q.submit([IoOp(1, write, t.dfd, s.off, buf, False)]) != 1:
+                self.res = -errno_mod.EAGAIN
+                return
+            deadline = time.monotonic() + t.timeout_s * 4
+            while self.res is None and (left := deadline - time.monotonic()) > 0:
+                for _tag, res in q.reap(1, 1, min(left, 1.0)):
+                    self.res = res
+        finally:
+            if self.res is not None:
+                q.close()
 
-    def wait(self, tag: int, wait_s: float) -> int | None:
-        deadline = time.monotonic() + wait_s
-        while tag not in self.reaped and (left := deadline - time.monotonic()) > 0:
-            for t, res in self.q.reap(1, 4, min(left, 1.0)):
-                self.reaped[t] = res
-        return self.reaped.get(tag)
+    def start(self) -> None:
+        self.thread.start()
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def wait(self, wait_s: float) -> int | None:
+        self.thread.join(wait_s)
+        return None if self.thread.is_alive() else self.res
 
 
 def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
@@ -96,25 +119,24 @@ def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
         return None
     if not write:
         return None
-    if s.then == "later_write":             # another range, not held, reaped before the barrier
-        off2, tag2 = s.off + s.len, io.tag + 1
-        later_data = ctx.data(s.data + 1, off2, s.len)
-        later = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
-        later.fill(later_data)
+    if s.then == "later_write":     # the next range, O_DIRECT, done before the barrier
+        off2 = s.off + s.len
+        later = ctx.data(s.data + 1, off2, s.len)
+        buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
+        buf.fill(later)
         try:
-            if io.q.submit([IoOp(tag2, True, t.dfd, off2, later, False)]) != 1:
-                return Outcome("unsupported", why="held_write: the queue took no later write")
-            if io.wait(tag2, t.timeout_s) == s.len:
-                ctx.model.write(off2, later_data)
+            if os.pwritev(t.dfd, buf.views(), off2) == s.len:
+                ctx.model.write(off2, later)
         finally:
-            later.close()
+            buf.close()
     before = io.done()
     if s.then == "syncfs":
         if (err := syncfs(t.fd)):
             return error(err, "syncfs")
     else:
         os.fsync(t.fd)
-    if not before and not io.done() and async_path_on():
+    # The series' contract: a barrier covers every async write submitted before it.
+    if not before and not io.done() and s.iface != "sync" and async_path_on():
         return failed("early-barrier", f"{'fsync' if s.then == 'later_write' else s.then} "
                       f"returned while the async write submitted before it (off={s.off} "
                       f"len={s.len}) was still held in flight")
@@ -126,8 +148,9 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
     if (o := _no_zfs(ctx, s)) is not None:
         return o
     t = ctx.target
-    if t.dfd is None or s.iface not in ("libaio", "io_uring") or s.then not in THEN[s.op]:
-        return Outcome("unsupported", why=f"{s.op}: an async O_DIRECT request (libaio, "
+    if t.dfd is None or s.iface not in ("sync", "libaio", "io_uring") or \
+            s.then not in THEN[s.op]:
+        return Outcome("unsupported", why=f"{s.op}: an O_DIRECT request (sync, libaio, "
                        f"io_uring) with then in {THEN[s.op]}, on a file opened O_DIRECT")
     assert ctx.zfs is not None
     snap = None
@@ -147,27 +170,24 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
     buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=not write)
     if write:
         buf.fill(data)
-    io = Inflight(t._make_queue(s.iface), 1)
+    io = Inflight(t, s, write, buf)
+    io.start()
     try:
-        if io.q.submit([IoOp(io.tag, write, t.dfd, s.off, buf, False)]) != 1:
-            return Outcome("unsupported", why=f"{s.op}: the queue took no request")
         time.sleep(SETTLE_S)
         held = not io.done()
         found = _then(ctx, s, io)
         _release(ctx)
-        res = io.wait(io.tag, t.timeout_s)
+        res = io.wait(t.timeout_s)
         if res is None:
             t.hung = True
             return failed("hang", f"{s.op}: no completion within {t.timeout_s}s of the hold "
                           "lifted")
-        note = {"held": held, "then": s.then}
         o = found or _judge(ctx, s, write, buf, data, model, res)
-        o.extra.update(note)
+        o.extra.update({"held": held, "then": s.then})
         return o
     finally:
         _release(ctx)
         if not t.hung:
-            io.q.close()
             buf.close()
             if snap is not None:        # this op's snapshot: the model is its bytes
                 ctx.model = Model(ctx.snaps.pop().model)
