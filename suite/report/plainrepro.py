@@ -94,6 +94,7 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
         libs = sorted({str(Path(p).parent / ".libs") for p in record.commands.values()})
         cmd = command(gdir, tools, libs, args)
         print(f"{record.summary()}\nrunning {src}/repro.sh as {gdir}/repro.sh", flush=True)
+        t1 = time.monotonic()
         try:
             r = guest.run(cmd, timeout=a.deadline(900), check=False)
         except GuestError as e:             # the guest died, or the command never came back
@@ -112,8 +113,9 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
         if r.stderr.strip():
             print(r.stderr[-3000:])
         rc = r.rc if r.rc in (0, 1) else 2
-        print(f"exit {r.rc}: {VERDICTS.get(rc, 'could not test')}; "
-              f"{time.monotonic() - t0:.0f}s; results {run_dir}")
+        print(f"exit {r.rc}: {VERDICTS.get(rc, 'could not test')}; repro.sh "
+              f"{time.monotonic() - t1:.0f}s, with the guest {time.monotonic() - t0:.0f}s; "
+              f"results {run_dir}")
         return rc
     finally:
         guests.close()
