@@ -58,7 +58,11 @@ MARK="repro-$$: begin rlimit-fsize"
 echo "$MARK" > /dev/kmsg
 "$DIR/repro" "$DIR/mnt/rlimit.bin" "$MODE" "$SEGS" &
 pid=$!
-for _ in $(seq 1 "$WAIT"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+for _ in $(seq 1 "$WAIT"); do   # until it returns, or the kernel reports
+  kill -0 "$pid" 2>/dev/null || break
+  dmesg | sed -n "/$MARK/,\$p" | grep -qE "VERIFY|PANIC at" && break
+  sleep 1
+done
 report="$(dmesg | sed -n "/$MARK/,\$p" | grep -E "VERIFY|PANIC at|BUG |Redzone|Poison|Oops" | head -5)"
 if [ -n "$report" ]; then
   kill -0 "$pid" 2>/dev/null && PANICKED=1

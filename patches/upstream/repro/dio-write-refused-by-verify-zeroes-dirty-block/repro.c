@@ -4,7 +4,7 @@
  * For each round: a new 1.5 MiB file written buffered and fsynced (its blocks
  * dirty in the open txg), then one 4 KiB write at 4096 from a page-aligned
  * buffer another thread keeps flipping between two patterns while the write
- * is in flight. On a dataset with direct=always the write is Direct I/O; write
+ * is in flight (bytes 1..120 and 128..247). On a dataset with direct=always the write is Direct I/O; write
  * verify may refuse it (EIO). Afterwards the 4 KiB must hold the old bytes
  * (refused) or the write's bytes (each byte one of the two patterns). Zeros
  * are the bug.
@@ -26,18 +26,16 @@
 #define BLK 4096
 #define FILE_SIZE (1536 * 1024)
 #define OLD 'G'
-#define FIRST 'S'
-#define SECOND 't'
 
-static char *buf;
+static char *buf, first[BLK], second[BLK];
 static atomic_int stop, flipping;
 
 static void *racer(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
-		memset(buf, SECOND, BLK);
-		memset(buf, FIRST, BLK);
+		memcpy(buf, second, BLK);
+		memcpy(buf, first, BLK);
 		atomic_store(&flipping, 1);
 	}
 	return NULL;
@@ -62,7 +60,7 @@ static int round_once(const char *dir, int r, int *refused)
 
 	atomic_store(&stop, 0);
 	atomic_store(&flipping, 0);
-	memset(buf, FIRST, BLK);
+	memcpy(buf, first, BLK);
 	pthread_create(&t, NULL, racer, NULL);
 	while (!atomic_load(&flipping))
 		;
@@ -74,14 +72,22 @@ static int round_once(const char *dir, int r, int *refused)
 	if (n < 0 && err != EIO) { fprintf(stderr, "pwrite: %s\n", strerror(err)); return -1; }
 
 	if (pread(fd, got, BLK, BLK) != BLK) { perror("read back"); return -1; }
+	int nfirst = 0, nsecond = 0, nold = 0;
 	for (int i = 0; i < BLK; i++) {
-		if (got[i] == 0)
+		if (got[i] == first[i])
+			nfirst++;
+		else if (got[i] == second[i])
+			nsecond++;
+		else if (got[i] == OLD && n < 0)
+			nold++;
+		else if (got[i] == 0)
 			zeros++;
-		else if (got[i] != FIRST && got[i] != SECOND && got[i] != OLD)
+		else
 			other++;
 	}
-	printf("round %d: write %s; read back: %d zero bytes, %d other wrong bytes (first byte 0x%02x)\n",
-	       r, n < 0 ? "refused (EIO)" : "accepted", zeros, other, (unsigned char)got[0]);
+	printf("round %d: write %s; read back: %d bytes of the write's first pattern, %d of its "
+	       "second, %d old, %d zero, %d other\n", r, n < 0 ? "refused (EIO)" : "accepted",
+	       nfirst, nsecond, nold, zeros, other);
 	close(fd);
 	return zeros || other;
 }
@@ -91,6 +97,10 @@ int main(int argc, char **argv)
 	int rounds = argc > 2 ? atoi(argv[2]) : 10, refused_n = 0, bad = 0;
 
 	if (argc < 2) { fprintf(stderr, "usage: %s DIR [ROUNDS]\n", argv[0]); return 2; }
+	for (int i = 0; i < BLK; i++) {      /* two patterns, neither byte 0 nor OLD */
+		first[i] = (char)(1 + (i * 7 + 3) % 120);
+		second[i] = (char)(128 + (i * 13 + 5) % 120);
+	}
 	buf = mmap(NULL, BLK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) { perror("mmap"); return 2; }
 	for (int r = 1; r <= rounds; r++) {

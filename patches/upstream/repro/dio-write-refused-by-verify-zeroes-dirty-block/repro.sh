@@ -52,8 +52,12 @@ zpool create -o ashift=12 -o cachefile=none -O mountpoint="$DIR/mnt" \
 CREATED=1
 echo 1 > "$PARAM"
 
+STATS="/proc/spl/kstat/zfs/$POOL/iostats"
+count() { awk -v k="$1" '$1 == k { print $3 }' "$STATS" 2>/dev/null; }
+dio0="$(count direct_write_count)"
 "$DIR/repro" "$DIR/mnt" "$ROUNDS"
 rc=$?
+[ -n "$dio0" ] && echo "Direct I/O writes: $(( $(count direct_write_count) - dio0 )) (iostats)"
 zpool status -v "$POOL" | sed -n '/config:/,$p'
 case $rc in
   1) echo "REPRODUCED: a Direct I/O write refused by write verify left zeros in its block"; exit 1 ;;

@@ -91,7 +91,11 @@ MARK="repro-$$: begin import after freeze"
 echo "$MARK" > /dev/kmsg
 zpool import -d "$SCAN" "$POOL" &
 pid=$!
-for _ in $(seq 1 "$WAIT"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+for _ in $(seq 1 "$WAIT"); do   # until it returns, or the kernel reports
+  kill -0 "$pid" 2>/dev/null || break
+  dmesg | sed -n "/$MARK/,\$p" | grep -qE "VERIFY|PANIC at" && break
+  sleep 1
+done
 report="$(dmesg | sed -n "/$MARK/,\$p" | grep -E "VERIFY|PANIC at|BUG |Oops" | head -5)"
 if [ -n "$report" ]; then
   kill -0 "$pid" 2>/dev/null && PANICKED=1
