@@ -35,7 +35,10 @@ static void *racer(void *arg)
 	(void)arg;
 	while (!atomic_load(&stop)) {
 		memcpy(buf, second, BLK);
+		/* a compiler barrier: without it the first copy is a dead store */
+		atomic_signal_fence(memory_order_seq_cst);
 		memcpy(buf, first, BLK);
+		atomic_signal_fence(memory_order_seq_cst);
 		atomic_store(&flipping, 1);
 	}
 	return NULL;
