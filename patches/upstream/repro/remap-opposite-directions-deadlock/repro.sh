@@ -59,12 +59,14 @@ sync; zpool sync "$POOL"
 xfs_io -c "reflink $A 0 $HALF $REC" "$B" >/dev/null || untested "FICLONERANGE refused: block cloning off?"
 
 clones() {  # clone SRC's first half over DST's second half, record by record, until the deadline
-  local src=$1 dst=$2 args=() off
-  for off in 0 $REC $((2 * REC)) $((3 * REC)); do
-    args+=(-c "reflink $src $off $((HALF + off)) $REC")
+  local src=$1 dst=$2 args=() off i
+  for i in $(seq 1 100); do           # 400 clones an xfs_io: the window is narrow
+    for off in 0 $REC $((2 * REC)) $((3 * REC)); do
+      args+=(-c "reflink $src $off $((HALF + off)) $REC")
+    done
   done
   local end=$((SECONDS + SECS)) n=0
-  while [ $SECONDS -lt $end ]; do xfs_io "${args[@]}" "$dst" >/dev/null || exit 3; n=$((n + 4)); done
+  while [ $SECONDS -lt $end ]; do xfs_io "${args[@]}" "$dst" >/dev/null || exit 3; n=$((n + 400)); done
   echo "$src -> $dst: $n clones"
 }
 clones "$A" "$B" & p1=$!
