@@ -60,7 +60,7 @@ import fcntl, glob, re, sys
 for d in sorted(glob.glob("/dev/zd*")):
     b = bytearray(256)
     try:
-        fcntl.ioctl(open(d, "rb"), 0x127d, b)
+        fcntl.ioctl(open(d, "rb"), 0x8100127d, b)   # BLKZNAME
     except OSError:
         continue
     if re.fullmatch(r"/dev/zd\d+", d) and b.split(b"\0")[0].decode() == sys.argv[1]:
