@@ -65,7 +65,7 @@ for d in sorted(glob.glob("/dev/zd*")):
     if re.fullmatch(r"/dev/zd\d+", d):
         b = bytearray(256)
         try:
-            fcntl.ioctl(open(d, "rb"), 0x127d, b)      # BLKZNAME
+            fcntl.ioctl(open(d, "rb"), 0x8100127d, b)   # BLKZNAME, _IOR(0x12, 125, char[256])
         except OSError:
             continue
         if b.split(b"\0")[0].decode() == sys.argv[1]:
