@@ -175,8 +175,13 @@ def cmd_findings(args: argparse.Namespace) -> int:
         dest = findings.export(args.id, roots, Path(args.out) if args.out else reports)
         print(f"wrote {dest / 'issue.md'} and its reproducer {dest / 'repro.sh'}")
         return 0
-    exported = reports / args.id
     findings.get(args.id)
+    if args.plain:                  # the hand-written reproducer (suite/campaign/plainrepro.py)
+        from suite.campaign.plainrepro import run_plain
+        if not (args.zfs_ref or args.series or args.zfs_source):
+            args.zfs_ref = "master"
+        return run_plain(args.id, options_from(args), accel=args.accel, args=args.repro_args)
+    exported = reports / args.id
     if not (exported / "repro.sh").exists():
         raise SuiteError(f"{args.id} has no exported reproducer in {exported}",
                          fix=f"python -m suite findings export {args.id} --results DIR first")
@@ -322,6 +327,11 @@ def parser() -> argparse.ArgumentParser:
                     help="export: results folders to take the newest failing case from "
                          "(default ./results)")
     fd.add_argument("--out", default="", help="export: where (default patches/upstream/reports)")
+    fd.add_argument("--plain", action="store_true",
+                    help="verify: run the hand-written reproducer of patches/upstream/repro/ID "
+                         "(nothing of the suite in the guest) instead of the exported one")
+    fd.add_argument("--repro-args", default="", metavar="ARGS",
+                    help="verify --plain: arguments for repro.sh (e.g. '--rounds 5')")
     add_build_options(fd.add_argument)
     fd.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     fd.set_defaults(func=cmd_findings)
