@@ -3,6 +3,7 @@ drawn from a generator of their own, refused cleanly where the pool's commands a
 missing (here), judged in a guest (docs/measurements.md)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from suite.explore import reach
@@ -59,3 +60,30 @@ def test_without_the_pools_commands_a_hold_is_unsupported(ddir: Path):
     ops = _ops(lines)
     assert rc == 0 and [o["outcome"] for o in ops] == ["unsupported", "unsupported", "ok"]
     assert "zfs-dataset" in ops[0]["why"]
+
+
+def test_a_held_requests_completion_is_the_kernels_not_a_threads(ddir: Path):
+    """An async request is submitted by the thread and reaped here: done() reads the
+    kernel's completion without waiting (a thread's late wake-up once made a barrier
+    look early at the very commit that fixed it)."""
+    import pytest
+    from suite.ioengine.explore.held import Inflight
+    from suite.ioengine.explore.requests import IoBuffer, Target
+    from suite.ioengine.explore.step import Step
+    t = Target(str(ddir / "held.bin"), str(ddir / "held"), False, 30.0)
+    try:
+        for iface in ("sync", "libaio", "io_uring"):
+            s = Step("held_write", iface=iface, off=0, len=8192, data=1)
+            buf = IoBuffer("anon", 8192, 0, 1, t.shm_path, for_read=False)
+            buf.fill(b"\x5a" * 8192)
+            try:
+                io = Inflight(t, s, True, buf)
+            except OSError as e:
+                pytest.skip(f"{iface} here: {e}")
+            io.start()
+            assert io.wait(30.0) == 8192 and io.done() and io.submitted()
+            io.close()
+            buf.close()
+        assert os.pread(t.fd, 8192, 0) == b"\x5a" * 8192
+    finally:
+        t.close()

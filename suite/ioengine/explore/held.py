@@ -64,46 +64,60 @@ def _wait_forever(what: str) -> None:  # noqa: ARG001 (said in the host's hang r
 
 
 class Inflight:
-    """The held request, issued and waited for by a thread of its own, so that a
-    submitter that blocks until the I/O is done (OpenZFS ignores ``IOCB_NOWAIT``:
-    io_uring's inline attempt and stock libaio both block in the submitting call)
-    leaves this thread free to run ``then`` meanwhile."""
+    """The held request, issued by a thread of its own, so that a submitter that
+    blocks until the I/O is done (OpenZFS ignores ``IOCB_NOWAIT``: io_uring's inline
+    attempt and stock libaio both block in the submitting call) leaves this thread
+    free to run ``then`` meanwhile. A sync request is the thread's syscall; an async
+    one is submitted by the thread and reaped here, so its completion is the
+    kernel's, read without waiting (:meth:`done`), never a thread's wake-up."""
 
     def __init__(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
         self.res: int | None = None
+        self.q = None if s.iface == "sync" else t._make_queue(s.iface)
+        self.submit_failed = False
         self.thread = threading.Thread(target=self._issue, args=(t, s, write, buf),
                                        name="explore-held", daemon=True)
 
     def _issue(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
-        if s.iface == "sync":
-            try:
+        try:
+            if self.q is None:
                 v = buf.views()
                 self.res = os.pwritev(t.dfd, v, s.off) if write else os.preadv(t.dfd, v, s.off)
-            except OSError as e:
-                self.res = -(e.errno or errno_mod.EIO)
-            return
-        q = t._make_queue(s.iface)
-        try:
-            if q.submit([IoOp(1, write, t.dfd, s.off, buf, False)]) != 1:
-                self.res = -errno_mod.EAGAIN
-                return
-            deadline = time.monotonic() + t.timeout_s * 4
-            while self.res is None and (left := deadline - time.monotonic()) > 0:
-                for _tag, res in q.reap(1, 1, min(left, 1.0)):
-                    self.res = res
-        finally:
-            if self.res is not None:
-                q.close()
+            elif self.q.submit([IoOp(1, write, t.dfd, s.off, buf, False)]) != 1:
+                self.submit_failed, self.res = True, -errno_mod.EAGAIN
+        except OSError as e:
+            self.submit_failed, self.res = True, -(e.errno or errno_mod.EIO)
 
     def start(self) -> None:
         self.thread.start()
 
-    def done(self) -> bool:
+    def submitted(self) -> bool:
+        """The submitting call returned (an async request is queued in the kernel)."""
         return not self.thread.is_alive()
 
+    def done(self) -> bool:
+        """The request completed, as the kernel says now (no wait)."""
+        if self.thread.is_alive():
+            return False
+        if self.res is None and self.q is not None:
+            for _tag, res in self.q.reap(0, 1, 0.0):
+                self.res = res
+        return self.res is not None
+
     def wait(self, wait_s: float) -> int | None:
+        deadline = time.monotonic() + wait_s
         self.thread.join(wait_s)
-        return None if self.thread.is_alive() else self.res
+        while not self.done() and (left := deadline - time.monotonic()) > 0:
+            if self.q is not None and not self.thread.is_alive():
+                for _tag, res in self.q.reap(1, 1, min(left, 1.0)):
+                    self.res = res
+            else:
+                time.sleep(min(left, 0.2))
+        return self.res
+
+    def close(self) -> None:
+        if self.q is not None and self.res is not None:
+            self.q.close()
 
 
 def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
@@ -129,14 +143,14 @@ def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
                 ctx.model.write(off2, later)
         finally:
             buf.close()
-    before = io.done()
+    queued = io.submitted() and not io.done()      # submitted before it, not complete
     if s.then == "syncfs":
         if (err := syncfs(t.fd)):
             return error(err, "syncfs")
     else:
         os.fsync(t.fd)
     # The series' contract: a barrier covers every async write submitted before it.
-    if not before and not io.done() and s.iface != "sync" and async_path_on():
+    if queued and not io.done() and s.iface != "sync" and async_path_on():
         return failed("early-barrier", f"{'fsync' if s.then == 'later_write' else s.then} "
                       f"returned while the async write submitted before it (off={s.off} "
                       f"len={s.len}) was still held in flight")
@@ -188,6 +202,7 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
     finally:
         _release(ctx)
         if not t.hung:
+            io.close()
             buf.close()
             if snap is not None:        # this op's snapshot: the model is its bytes
                 ctx.model = Model(ctx.snaps.pop().model)
