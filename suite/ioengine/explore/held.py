@@ -12,9 +12,10 @@ FILE``), then, while it is held, run ``then``:
   build's async O_DIRECT path is on, the series' contract is that a barrier
   covers every write submitted before it: a barrier that returns while the held
   write is still in flight is ``early-barrier``;
-- ``later_write`` (a write): a second write, to another range, submitted and
-  reaped while the first is held, then ``fsync``: the barrier must still wait for
-  the first (a later write must not satisfy it: ``early-barrier``).
+- ``later_write`` (a write): ``syncfs`` begins while the write is held, then a
+  later async write to another file of the dataset is submitted and completes at
+  once: the barrier must still wait for the held write (a later write must not
+  satisfy it: ``early-barrier``, the review's barrier-satisfied-by-later-write).
 
 Then the hold is lifted, the request reaped and judged: a read's bytes are the
 model's (the snapshot's bytes are the model's when it was taken), or a clean error;
@@ -133,16 +134,8 @@ def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
         return None
     if not write:
         return None
-    if s.then == "later_write":     # the next range, O_DIRECT, done before the barrier
-        off2 = s.off + s.len
-        later = ctx.data(s.data + 1, off2, s.len)
-        buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
-        buf.fill(later)
-        try:
-            if os.pwritev(t.dfd, buf.views(), off2) == s.len:
-                ctx.model.write(off2, later)
-        finally:
-            buf.close()
+    if s.then == "later_write":
+        return _later_write(ctx, s, io)
     queued = io.submitted() and not io.done()      # submitted before it, not complete
     if s.then == "syncfs":
         if (err := syncfs(t.fd)):
@@ -154,6 +147,51 @@ def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
         return failed("early-barrier", f"{'fsync' if s.then == 'later_write' else s.then} "
                       f"returned while the async write submitted before it (off={s.off} "
                       f"len={s.len}) was still held in flight")
+    return None
+
+
+LATE_AFTER_S = 0.3          # the later write: submitted this long after the barrier began
+
+
+def _later_write(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
+    """The review's shape: ``syncfs`` begins (a thread) while the held write is in
+    flight; a later async O_DIRECT write to another file of the dataset, not held, is
+    submitted after it and completes at once. The barrier must still wait for the
+    held write (it was submitted before it): returning first is ``early-barrier``."""
+    t = ctx.target
+    queued = io.submitted() and not io.done()
+    done: dict[str, float | int] = {}
+
+    def barrier() -> None:
+        done["err"] = syncfs(t.fd)
+        done["at"] = time.monotonic()
+
+    th = threading.Thread(target=barrier, name="explore-barrier", daemon=True)
+    th.start()
+    time.sleep(LATE_AFTER_S)
+    other = t.src_path + ".later"
+    fd = os.open(other, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
+    buf.fill(ctx.data(s.data + 1, 0, s.len))
+    q = t._make_queue(s.iface)
+    try:
+        if q.submit([IoOp(7, True, fd, 0, buf, False)]) == 1:
+            q.reap(1, 1, t.timeout_s)
+        th.join(t.timeout_s * 4)
+        if th.is_alive():
+            return None                     # the barrier waits yet: the host's watchdog
+        early = queued and not io.done()
+    finally:
+        q.close()
+        buf.close()
+        os.close(fd)
+        os.unlink(other)
+    if done.get("err"):
+        return error(int(done["err"]), "syncfs")
+    if early and s.iface != "sync" and async_path_on():
+        return failed("early-barrier", f"syncfs returned once a later async write to another "
+                      f"file completed, while the async write submitted before it "
+                      f"(off={s.off} len={s.len}) was still held in flight")
     return None
 
 
