@@ -147,3 +147,18 @@ def test_the_arc_is_flushed_only_in_a_guest_with_the_builds_commands():
     flush_arc(SimpleNamespace(drop_caches=False, zfs=zfs))
     flush_arc(SimpleNamespace(drop_caches=True, zfs=None))
     assert len(calls) == 1, "a kept sequence, or no ZFS commands: the ARC is left alone"
+
+
+def test_an_o_direct_cell_is_drawn_only_by_a_request_direct_io_can_serve():
+    """Misaligned requests and partial-record writes go the ARC's way by design
+    (OpenZFS reads the rest of a record it writes in part): no O_DIRECT cell of theirs."""
+    seq = Sequence(seed=1, props={"recordsize": "16K"}, ops=(
+        Op("pread", direct=True, off=4096, len=8192, buf="uffd"),            # a page: yes
+        Op("pread", direct=True, off=12511, len=4096, buf="fork"),           # misaligned
+        Op("pwrite", direct=True, off=16384, len=32768, buf="memfd"),        # whole records
+        Op("pwrite", direct=True, off=4096, len=16384, buf="hugetlb"),       # part of two
+        Op("verify")))
+    cells = [c for c in reach.seq_cells(seq) if c.startswith("dio:")]
+    assert cells == ["dio:memfd:write", "dio:uffd:read"]
+    off = Sequence(seed=1, params={"zfs_dio_enabled": 0}, ops=seq.ops)
+    assert not [c for c in reach.seq_cells(off) if c.startswith("dio:")], "a control"

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES, size_of
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
@@ -93,6 +93,18 @@ def asks_direct(seq: Sequence, o: Any) -> bool:
     return served_asks(o.op, o.direct, seq.props)
 
 
+def dio_eligible(seq: Sequence, o: Any) -> bool:
+    """A request the Direct I/O path can serve by design: offset, length and buffer on
+    a page, and a write of whole records (OpenZFS writes a partial record through the
+    ARC: it must read the rest of it)."""
+    if not o.aligned:
+        return False
+    if o.op in READS:
+        return True
+    rec = size_of(seq.props.get("volblocksize") or seq.props.get("recordsize") or "128K")
+    return o.off % rec == 0 and o.len % rec == 0
+
+
 def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
     """How many of a run's measured O_DIRECT requests each path served (``served`` of
     its op lines: dio, arc, memory, unmeasured)."""
@@ -137,11 +149,13 @@ def served_share(runs: Iterable[dict[str, Any]]) -> str:
 def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each);
     its O_DIRECT cells only where its conditions let Direct I/O serve them
-    (:func:`dio_allowed`: a sequence with Direct I/O switched off is a control)."""
+    (:func:`dio_allowed`: a sequence with Direct I/O switched off is a control) and
+    by requests it can serve by design (:func:`dio_eligible`)."""
     allowed = dio_allowed(seq)
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
                   {f"dio:{o.buf}:{direction(o.op)}" for o in seq.ops
-                   if allowed and asks_direct(seq, o) and o.buf not in NOT_DIRECT} |
+                   if allowed and asks_direct(seq, o) and o.buf not in NOT_DIRECT
+                   and dio_eligible(seq, o)} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
@@ -278,9 +292,9 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         d = drawn_.cells.get(c, 0)
         return f"{d}/{executed.cells.get(c, 0)}" if executed is not None else str(d)
     head = "drawn/executed" if executed is not None else "drawn"
-    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: drawn where "
-             f"the sequence's conditions allow Direct I/O, executed only where its path "
-             f"served it)",
+    lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: drawn by "
+             f"page-aligned requests (writes: whole records) where the sequence's conditions "
+             f"allow Direct I/O, executed only where its path served it)",
              f"  {'origin':20s} {'read':>12s} {'write':>12s} {'O_DIRECT read':>14s} "
              f"{'O_DIRECT write':>14s}"]
     for row in ROWS:
