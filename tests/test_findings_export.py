@@ -60,6 +60,23 @@ def test_export_writes_the_issue_and_the_reproducer_of_a_failing_case(manifests)
     assert "test_corpus[stale]" in (dest / "source.txt").read_text()
 
 
+def test_a_finding_with_a_plain_reproducer_exports_it_as_repro_sh(manifests):
+    """What a maintainer is asked to run is the hand-written, safe reproducer; the
+    suite's replay (its engine embedded) stays beside it under another name."""
+    plain = manifests / "patches" / "upstream" / "repro" / "stale-read"
+    plain.mkdir(parents=True)
+    (plain / "repro.sh").write_text("#!/bin/bash\n# plain\n")
+    (plain / "repro.c").write_text("int main(void) { return 0; }\n")
+    case(manifests / "results" / "r1", "test_corpus[stale]", "xfailed", "wrong-bytes")
+    dest = findings.export("stale-read", [manifests / "results"], manifests / "out")
+    issue = (dest / "issue.md").read_text()
+    assert "bash repro.sh\n" in issue and "/dev/sdX" not in issue
+    assert "file-backed vdevs" in issue and "suite-replay.sh" in issue
+    assert (dest / "repro.sh").read_text() == "#!/bin/bash\n# plain\n"
+    assert (dest / "repro.c").exists()
+    assert (dest / "suite-replay.sh").read_text().startswith("#!/bin/sh")
+
+
 def test_no_case_failed_by_it_says_what_to_run(manifests):
     run = manifests / "results" / "r1"
     case(run, "test_corpus[stale]", "failed", "EIO")         # another symptom: not it

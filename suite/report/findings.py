@@ -18,6 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite import paths
 from suite.errors import SuiteError
 from suite.report import upstream
 from suite.report.repro import write_reproducer
@@ -112,14 +113,7 @@ def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
              "### Describe the problem you're observing", "", f.title, "",
              f"Seen: {f.seen}." if f.seen else "", "",
              "### Describe how to reproduce the problem", "",
-             "As root, on a machine with this OpenZFS loaded and its `zpool`/`zfs` on PATH, "
-             "with spare disks (they are destroyed):", "", "```sh",
-             f"bash repro.sh {' '.join(f'/dev/sdX{i}' for i in range(_devices(ev)))}",
-             "```", "",
-             "`repro.sh` (beside this file) creates the pool and dataset as the failing run "
-             "did, sets the module parameters, replays the requests with a small "
-             "standard-library Python engine it carries, and says what it expected and "
-             "what it saw: exit 1 reproduced, 0 not, 2 setup failed.", "",
+             *(_plain_steps() if plain(f.id) else _replay_steps(ev)),
              "### Include any warning/errors/backtraces from the system logs", "",
              "What the run recorded:", "", "```",
              *[str(s) for s in v.symptoms][:12], "```"]
@@ -130,6 +124,34 @@ def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
         if tail:
             lines += ["", "The kernel's lines:", "", "```", *tail, "```"]
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+def plain(fid: str) -> Path | None:
+    """The finding's hand-written reproducer folder (``patches/upstream/repro/<id>/``)."""
+    d = paths.patches_dir() / "upstream" / "repro" / fid
+    return d if (d / "repro.sh").is_file() else None
+
+
+def _plain_steps() -> list[str]:
+    return ["As root, on a machine with this OpenZFS loaded and its `zpool`/`zfs` on PATH:",
+            "", "```sh", "bash repro.sh", "```", "",
+            "`repro.sh` (beside this file, with the `repro.c` it compiles where there is one) "
+            "makes a pool of its own on file-backed vdevs in a temporary directory, refuses "
+            "to start if that pool name exists, and destroys only what it created; a real "
+            "disk only when given (`--disk /dev/X`). Exit 1 reproduced, 0 not, 2 could not "
+            "test. `suite-replay.sh` replays the suite's own failing run (its engine "
+            "embedded), for the curious.", ""]
+
+
+def _replay_steps(ev: Evidence) -> list[str]:
+    return ["As root, on a machine with this OpenZFS loaded and its `zpool`/`zfs` on PATH, "
+            "with spare disks (they are destroyed):", "", "```sh",
+            f"bash repro.sh {' '.join(f'/dev/sdX{i}' for i in range(_devices(ev)))}",
+            "```", "",
+            "`repro.sh` (beside this file) creates the pool and dataset as the failing run "
+            "did, sets the module parameters, replays the requests with a small "
+            "standard-library Python engine it carries, and says what it expected and "
+            "what it saw: exit 1 reproduced, 0 not, 2 setup failed.", ""]
 
 
 def _devices(ev: Evidence) -> int:
@@ -154,6 +176,11 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(ev.repro, dest)
+    if (hand := plain(fid)) is not None:       # the plain one is what a maintainer runs
+        (dest / "repro.sh").rename(dest / "suite-replay.sh")
+        for p in sorted(hand.iterdir()):
+            if p.is_file():
+                shutil.copy2(p, dest / p.name)
     (dest / "issue.md").write_text(body(f, ev))
     (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
                                      f"case folder {ev.case_dir.name}\n")
