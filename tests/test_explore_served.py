@@ -113,11 +113,11 @@ def test_an_o_direct_cell_is_executed_only_where_direct_io_served_it():
 def test_most_aligned_direct_requests_are_drawn_in_whole_records():
     """The shape OpenZFS serves by Direct I/O: before the whole-record draw, a page
     inside a record (served through the ARC) was what most aligned requests were."""
-    from suite.explore.gen import Choices, _recordsize, generate, sequence_seed
+    from suite.explore.gen import Choices, recordsize, generate, sequence_seed
     whole = aligned = 0
     for k in range(60):
         seq = generate(sequence_seed(1, k), 40, "file", 3 << 20, Choices())
-        rec = _recordsize(seq.props)
+        rec = recordsize(seq.props)
         for o in seq.ops:
             if reach.asks_direct(seq, o) and o.aligned and o.buf != "anon_offset":
                 aligned += 1

@@ -21,10 +21,10 @@ A sequence one side never finished (its guest lost, the budget spent) is
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from suite.campaign.lanes.explore import _json
 from suite.symptoms import CaseVerdict, Symptom
 
 PREFIX = "explore:"
@@ -32,14 +32,6 @@ SUMMARIES = "*/cases/test_explore/explore/summary.json"
 SEQUENCES = "*/cases/test_explore/engine/explore-*.seq.json"
 # The base explores its whole budget: every distinct finding kept, each shrunk briefly.
 BASE_ARGS = ["--explore-findings", "50", "--explore-shrink", "120"]
-
-
-def _json(p: Path) -> dict[str, Any]:
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return {}
-    return d if isinstance(d, dict) else {}
 
 
 def generated(session_dir: Path) -> dict[int, Path]:

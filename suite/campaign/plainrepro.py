@@ -22,16 +22,17 @@ from pathlib import Path
 
 from suite import paths
 from suite.errors import GuestError, SuiteError
+from suite.report.findings import REPRO, plain
 
-REPRO = "upstream/repro"                # under patches/: one folder per finding
 GUEST_DIR = "/tmp/plain-repro"          # the copy's parent in the guest (its own overlay)
 VERDICTS = {1: "REPRODUCED", 0: "NOT REPRODUCED"}
 
 
 def folder(fid: str) -> Path:
     """The finding's plain reproducer folder (a SuiteError when it has none)."""
-    d = paths.patches_dir() / REPRO / fid
-    if not (d / "repro.sh").exists():
+    d = plain(fid)
+    if d is None:
+        d = paths.patches_dir() / REPRO / fid
         have = sorted(p.name for p in (paths.patches_dir() / REPRO).glob("*/repro.sh"))
         raise SuiteError(f"{fid} has no plain reproducer ({d / 'repro.sh'})",
                          fix=f"reproducers: {', '.join(have) or 'none'}")

@@ -53,7 +53,7 @@ def size_of(text: str) -> int:
     return int(text[:-1] if unit else text) << unit
 
 
-def _recordsize(props: dict[str, str]) -> int:
+def recordsize(props: dict[str, str]) -> int:
     return size_of(props.get("volblocksize") or props.get("recordsize") or "128K")
 
 
@@ -315,7 +315,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         # strict dataset refuses by design (EINVAL; mount: can't read superblock): no file
         # system can be made there, so its sectors are 4 KiB (seen 2026-12-05, stock 6.1)
         caller = {**caller, "lbs": 4096}
-    g = _Gen(rng, file_size_max, _recordsize(props), ch, seed)
+    g = _Gen(rng, file_size_max, recordsize(props), ch, seed)
     g.always = props.get("direct") == "always"
     if target_ops in BLOCK_TARGETS:
         g.size = file_size_max

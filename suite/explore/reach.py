@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES, size_of
+from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES, recordsize
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
@@ -101,7 +101,7 @@ def dio_eligible(seq: Sequence, o: Any) -> bool:
         return False
     if o.op in READS:
         return True
-    rec = size_of(seq.props.get("volblocksize") or seq.props.get("recordsize") or "128K")
+    rec = recordsize(seq.props)
     return o.off % rec == 0 and o.len % rec == 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
@@ -43,19 +43,22 @@ def outward(ops: list[Op], r: random.Random, ch: "Choices", block: bool = False)
     return out
 
 
+def _redraw(ops: list[Op], kinds: tuple[str, ...], draw: Callable[[Op], Op]) -> list[Op]:
+    """Each op of ``kinds`` through ``draw`` (which advances its own generator once
+    per such op, whatever it decides), the others as they are."""
+    return [draw(o) if o.op in kinds else o for o in ops]
+
+
 def limit_writes(ops: list[Op], r: random.Random, share: float, quota: bool) -> list[Op]:
     """``share`` of the writes cut by a limit mid-request (``Op.limit``:
     ``RLIMIT_FSIZE``, or the dataset's ``refquota`` where ``quota``: the ZFS
     commands are there). Not a racing or holed buffer's (their bytes are not the
     op's alone). The generator advances on writes alone."""
-    out = []
-    for o in ops:
-        if o.op in WRITES:
-            roll, kind = r.random(), r.choice(("fsize", "quota") if quota else ("fsize",))
-            if roll < share and o.buf not in ("racing", "holed"):
-                o = replace(o, limit=kind)
-        out.append(o)
-    return out
+    def draw(o: Op) -> Op:
+        roll, kind = r.random(), r.choice(("fsize", "quota") if quota else ("fsize",))
+        return replace(o, limit=kind) if roll < share and o.buf not in ("racing", "holed") \
+            else o
+    return _redraw(ops, WRITES, draw)
 
 
 def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
@@ -63,15 +66,12 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     ``RWF_APPEND``, ``RWF_DSYNC``, ``RWF_NOWAIT``, ``RWF_HIPRI``; reads: the last
     two). Not a racing, holed or limited one. The generator advances on reads and
     writes alone."""
-    out = []
-    for o in ops:
-        if o.op in READS + WRITES:
-            roll = r.random()
-            pick = r.choice(WRITE_FLAGS if o.op in WRITES else READ_FLAGS)
-            if roll < share and o.buf not in ("racing", "holed") and not o.limit:
-                o = replace(o, flags=pick)
-        out.append(o)
-    return out
+    def draw(o: Op) -> Op:
+        roll = r.random()
+        pick = r.choice(WRITE_FLAGS if o.op in WRITES else READ_FLAGS)
+        return replace(o, flags=pick) if roll < share and o.buf not in ("racing", "holed") \
+            and not o.limit else o
+    return _redraw(ops, READS + WRITES, draw)
 
 
 def hold_requests(ops: list[Op], r: random.Random, share: float,
@@ -84,19 +84,17 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
     hold). The generator advances on reads and writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
-    out = []
-    for o in ops:
-        if o.op in READS + WRITES:
-            roll = r.random()
-            then = r.choice(("rollback",) if o.op in READS else ("fsync", "syncfs", "later_write"))
-            hold_ms = r.choice((1000, 3000))
-            if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
-                    o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
-                    o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
-                o = Op("held_read" if o.op in READS else "held_write", iface=o.iface,
-                       off=o.off, len=o.len, data=o.data, then=then, slow_ms=hold_ms)
-        out.append(o)
-    return out
+    def draw(o: Op) -> Op:
+        roll = r.random()
+        then = r.choice(("rollback",) if o.op in READS else ("fsync", "syncfs", "later_write"))
+        hold_ms = r.choice((1000, 3000))
+        if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
+                o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
+                o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
+            return Op("held_read" if o.op in READS else "held_write", iface=o.iface,
+                      off=o.off, len=o.len, data=o.data, then=then, slow_ms=hold_ms)
+        return o
+    return _redraw(ops, READS + WRITES, draw)
 
 
 def crash_point(ops: list[Op], r: random.Random, share: float) -> list[Op]:

@@ -126,9 +126,12 @@ def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
 
 
+REPRO = "upstream/repro"                # under patches/: one folder per finding
+
+
 def plain(fid: str) -> Path | None:
     """The finding's hand-written reproducer folder (``patches/upstream/repro/<id>/``)."""
-    d = paths.patches_dir() / "upstream" / "repro" / fid
+    d = paths.patches_dir() / REPRO / fid
     return d if (d / "repro.sh").is_file() else None
 
 

@@ -20,10 +20,9 @@ at the offset the flag says (an append: the model's end of file).
 from __future__ import annotations
 
 import errno as errno_mod
-import os
 from typing import TYPE_CHECKING, Any
 
-from .model import Ctx, Outcome, check_bytes, failed
+from .model import Ctx, Outcome, changed, check_bytes, failed
 
 if TYPE_CHECKING:
     from .requests import IoBuffer
@@ -58,13 +57,9 @@ def refused(ctx: Ctx, flags: str, err: int, write: bool, off: int, length: int) 
     if err not in REFUSALS.get(flags, ()):
         return None
     name = errno_mod.errorcode[err]
-    if write:
-        size = os.fstat(ctx.target.fd).st_size
-        got = os.pread(ctx.target.fd, length, off) if length else b""
-        if size != ctx.model.size or got != ctx.model.read(off, len(got)):
-            return failed(f"error:{name}", f"RWF_{flags.upper()} write refused with {name}, "
-                          f"yet the file changed (st_size {size}, the model {ctx.model.size})",
-                          errname=name, extra={"flags": flags})
+    if write and (how := changed(ctx, off, length)):
+        return failed(f"error:{name}", f"RWF_{flags.upper()} write refused with {name}, "
+                      f"yet the file changed: {how}", errname=name, extra={"flags": flags})
     return Outcome("refused", why=f"RWF_{flags.upper()}: {name} (allowed)", errname=name,
                    extra={"flags": flags})
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
-import os
 import resource
 import signal
 from typing import Iterator
 
-from .model import Ctx, Outcome, check_bytes, error, failed
+from .model import Ctx, Outcome, changed, error, failed
 
 LIMITS = ("fsize", "quota")
 PAGE = 4096
@@ -92,17 +91,6 @@ def limited(ctx: Ctx, limit: str, off: int, length: int) -> contextlib.AbstractC
     raise ValueError(f"unknown limit {limit!r} (known: {', '.join(LIMITS)})")
 
 
-def _changed(ctx: Ctx, off: int, length: int) -> str | None:
-    """How the file differs from the model after a write that laid down nothing
-    (its size, its range's bytes), or None."""
-    size = os.fstat(ctx.target.fd).st_size
-    wrong = check_bytes(os.pread(ctx.target.fd, length, off), ctx.model, off, "the range")
-    if size == ctx.model.size and wrong is None:
-        return None
-    sizes = f"st_size {size} (the model: {ctx.model.size})"
-    return f"{sizes}; {wrong.why}" if wrong else sizes
-
-
 def judge_fsize(ctx: Ctx, off: int, data: bytes, res: int | None, err: int,
                 stage: str | None) -> Outcome:
     """A write cut by ``RLIMIT_FSIZE``: exactly the cut count, or ``EFBIG`` for none."""
@@ -110,9 +98,9 @@ def judge_fsize(ctx: Ctx, off: int, data: bytes, res: int | None, err: int,
     note = {"limit": "fsize", "limit_at": off + cut}
     if err:
         if err == errno_mod.EFBIG and cut == 0:
-            if changed := _changed(ctx, off, len(data)):
+            if how := changed(ctx, off, len(data)):
                 return failed("past-limit", f"refused with EFBIG, yet the file changed: "
-                              f"{changed}", errname="EFBIG", extra=note)
+                              f"{how}", errname="EFBIG", extra=note)
             return Outcome(extra={**note, "cut": 0, "errname": "EFBIG"})
         o = error(err, f"{stage or 'write'} under RLIMIT_FSIZE {off + cut}", res)
         o.extra.update(note)
@@ -134,9 +122,9 @@ def judge_quota(ctx: Ctx, off: int, data: bytes, res: int | None, err: int,
     note = {"limit": "quota", **({"limit_unset": unset} if unset else {})}
     if err in QUOTA_ERRORS and stage in ("syscall", "complete", None):
         name = errno_mod.errorcode[err]
-        if changed := _changed(ctx, off, len(data)):
+        if how := changed(ctx, off, len(data)):
             return failed(f"error:{name}", f"a write under refquota returned {name}, yet "
-                          f"some of it landed: {changed}", res=res, errname=name, extra=note)
+                          f"some of it landed: {how}", res=res, errname=name, extra=note)
         return Outcome(extra={**note, "cut": 0, "errname": name})
     if err:
         o = error(err, stage or "write", res)

@@ -126,6 +126,18 @@ def check_bytes(got: bytes, model: Model, offset: int, where: str) -> Outcome | 
                   f"{sample.get('expected')})", first_wrong_byte=c.first_wrong_byte)
 
 
+def changed(ctx: Ctx, off: int, length: int) -> str | None:
+    """How the file differs from the model after a request that should have laid
+    down nothing (its size, the range's bytes), or None."""
+    size = os.fstat(ctx.target.fd).st_size
+    wrong = check_bytes(os.pread(ctx.target.fd, length, off) if length else b"", ctx.model,
+                        off, "the range")
+    if size == ctx.model.size and wrong is None:
+        return None
+    sizes = f"st_size {size} (the model: {ctx.model.size})"
+    return f"{sizes}; {wrong.why}" if wrong else sizes
+
+
 def size_mismatch(ctx: Ctx, where: str) -> Outcome | None:
     """A file whose st_size is not the model's (checked before mapping it: a
     page past the real EOF would kill the engine with SIGBUS)."""

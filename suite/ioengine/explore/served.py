@@ -29,6 +29,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from ..counters import parse_kprobe_profile
+
 KSTAT = "/proc/spl/kstat/zfs/{pool}/iostats"
 COUNTERS = ("direct_read_count", "direct_write_count", "arc_read_count", "arc_write_count")
 PROFILE = "/sys/kernel/tracing/kprobe_profile"
@@ -87,15 +89,10 @@ def read_probes(file: str = PROFILE) -> dict[str, int]:
     """The Direct I/O probes' hit counts, keyed by symbol (none armed: empty)."""
     try:
         with open(file, encoding="ascii", errors="replace") as f:
-            text = f.read()
+            counts = parse_kprobe_profile(f.read())
     except OSError:
         return {}
-    out: dict[str, int] = {}
-    for ln in text.splitlines():
-        parts = ln.split()
-        if len(parts) >= 2 and parts[0] in PROBES and parts[1].isdigit():
-            out[parts[0]] = int(parts[1])
-    return out
+    return {sym: counts[sym] for sym in PROBES if sym in counts}
 
 
 def path_of(before: dict[str, int] | None, after: dict[str, int] | None, write: bool) -> str:
