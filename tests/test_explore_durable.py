@@ -186,3 +186,19 @@ def test_crash_points_are_counted_drawn_executed_and_per_minute():
                                                              "power_cuts": 1}]) == \
         ("4 crash points (zpool freeze, then export + import) and 1 power cuts (a fresh guest "
          "on the same disks) in 2.0 min (2.00 a minute; 0.50 a minute)")
+
+
+def test_a_size_grown_to_the_end_of_the_last_record_is_told_apart():
+    """ZIL replay's whole-block write (zil-replay-whole-block-extends-eof) leaves the
+    file at the end of the record holding its durable size: the why says so, and
+    only for that size (a size past it by another amount, or not past every allowed
+    one, says nothing of records)."""
+    from suite.ioengine.explore.powercut import past_last_record
+    d = Durable.of(b"x" * 2904128)
+    loss = check(d, bytes(2916352))
+    assert loss is not None and loss.kind == "size"
+    assert past_last_record(d, 2916352, 16384) == \
+        "; past every one, at the end of the file's last 16384-byte record"
+    assert past_last_record(d, 2916352 + 16384, 16384) == "; past every one"
+    assert past_last_record(d, 2900000, 16384) == ""
+    assert past_last_record(d, 2916352, 4096) == "; past every one"

@@ -138,6 +138,31 @@ def test_local_patch_folder(repos, tmp_path):
         series.resolve(cache, base, series.parse_selection(str(d)))
 
 
+def test_a_zero_context_fix_applies_and_a_wrong_one_is_refused(repos, tmp_path):
+    """A fix of our own is a ``git diff -U0`` (patches/upstream/fixes/): applied
+    without context, its removed lines still checked against the tree."""
+    cache = ObjectCache()
+    base = resolve_source(repos.upstream.as_uri(), "master", cache)
+    d = tmp_path / "fix"
+    d.mkdir()
+    head = "From: us\nSubject: [PATCH] a fix\n---\n"
+    (d / "0001-fix.patch").write_text(
+        head + "diff --git a/module/zfs/read.c b/module/zfs/read.c\n"
+        "--- a/module/zfs/read.c\n+++ b/module/zfs/read.c\n"
+        "@@ -2 +2 @@ f()\n-line2 CHANGED\n+line2 mended\n")
+    tree = series.resolve(cache, base, series.parse_selection(str(d)))
+    assert (tmp_export(cache, tree.commit) / "module/zfs/read.c").read_text() == \
+        "line1\nline2 mended\nline3\n"
+    (d / "0001-fix.patch").write_text(
+        head + "diff --git a/module/zfs/read.c b/module/zfs/read.c\n"
+        "--- a/module/zfs/read.c\n+++ b/module/zfs/read.c\n"
+        "@@ -2 +2 @@ f()\n-not this line\n+x\n")
+    with pytest.raises(SeriesError, match="does not apply"):
+        series.resolve(cache, base, series.parse_selection(str(d)))
+    assert series.zero_context(b"@@ -2 +2 @@\n-a\n+b\n")
+    assert not series.zero_context(b"@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n")
+
+
 def test_stacking_series_then_patches(repos, tmp_path):
     cache = ObjectCache()
     d = tmp_path / "fix"

@@ -75,7 +75,9 @@ def test_every_finding_names_cases_that_exist():
                 assert re.search(r"def " + name.split("[")[0].replace("*", r"\w*") + r"\(",
                                  source), name
                 continue
-            func, param = re.fullmatch(r"(\w+)\[(.+)\]", name).groups()
+            m = re.fullmatch(r"(\w+)(?:\[(.+)\])?", name)
+            assert m, f"{f.id}: {name!r} is no test name"
+            func, param = m.groups()
             assert f"def {func}(" in source, name
             if func == "test_explore_corpus":
                 assert param in corpus, name

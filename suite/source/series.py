@@ -295,7 +295,8 @@ def _apply_to_index(cache: ObjectCache, onto: str, patch: bytes, label: str) -> 
     try:
         env = {"GIT_INDEX_FILE": index}
         cache.run("read-tree", onto, env=env)
-        p = git("apply", "--cached", "-v", "--whitespace=nowarn", git_dir=cache.path,
+        zero = ["--unidiff-zero"] if zero_context(patch) else []
+        p = git("apply", "--cached", "-v", "--whitespace=nowarn", *zero, git_dir=cache.path,
                 env=env, input=patch, text=False, check=False)
         if p.returncode != 0:
             raise hunk_error(label, patch.decode(errors="replace"),
@@ -303,6 +304,20 @@ def _apply_to_index(cache: ObjectCache, onto: str, patch: bytes, label: str) -> 
         return cache.run("write-tree", env=env).stdout.strip()
     finally:
         os.unlink(index)
+
+
+def zero_context(patch: bytes) -> bool:
+    """A ``git diff -U0`` patch (a fix of our own: only the lines it changes): no hunk
+    line is context, so git must be told (``--unidiff-zero``) not to ask for any."""
+    body = False
+    for line in patch.splitlines():
+        if line.startswith(b"@@"):
+            body = True
+        elif line.startswith(b"diff --git"):
+            body = False
+        elif body and line.startswith(b" "):
+            return False
+    return body
 
 
 def hunk_error(label: str, patch: str, stderr: str) -> SeriesError:

@@ -34,7 +34,7 @@ from ..plan import EXIT_OK, EXIT_USAGE
 from ..blockdev import wait_zvol
 from ..queues import IoOp
 from ..trials import emit
-from .durable import Durable, check
+from .durable import Durable, allowed_sizes, check
 from .model import Ctx, Outcome, failed
 from .requests import IoBuffer, syncfs
 from .step import Step
@@ -175,9 +175,23 @@ def recover(state: dict[str, Any], path: str) -> Outcome:
         return failed("crash-lost", f"after the power cut and import, {path} is gone")
     loss = check(d, got)
     if loss is not None:
-        return failed(f"crash-{loss.kind}", f"after the power cut and import: {loss.why}",
+        why = loss.why + (past_last_record(d, len(got), os.stat(path).st_blksize)
+                          if loss.kind == "size" else "")
+        return failed(f"crash-{loss.kind}", f"after the power cut and import: {why}",
                       first_wrong_byte=loss.at, extra={"recovered": len(got)})
     return Outcome(res=len(got), extra={"recovered": len(got)})
+
+
+def past_last_record(d: Durable, got: int, blksize: int) -> str:
+    """What a recovered size past every allowed one says of the file's records: the
+    end of the record holding the largest allowed size is ZIL replay's whole-block
+    write (``zil-replay-whole-block-extends-eof``), told apart from any other size."""
+    top = max(allowed_sizes(d))
+    if got <= top or blksize <= 0:
+        return ""
+    if got % blksize == 0 and got - top < blksize:
+        return f"; past every one, at the end of the file's last {blksize}-byte record"
+    return "; past every one"
 
 
 def cmd_explore_recover(args: argparse.Namespace) -> int:
