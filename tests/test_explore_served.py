@@ -85,7 +85,7 @@ def test_only_the_engines_own_direct_reads_and_writes_are_measured():
 
 
 def test_an_o_direct_cell_is_executed_only_where_direct_io_served_it():
-    seq = Sequence(1, ops=(Op("pread", direct=True, buf="heap", off=0, len=4096),
+    seq = Sequence(1, init_size=8192, ops=(Op("pread", direct=True, buf="heap", off=0, len=4096),
                            Op("pwrite", direct=True, buf="map_target", off=0, len=4096),
                            Op("pread", buf="heap", off=0, len=4096)))
     drawn = reach.seq_cells(seq)
@@ -152,7 +152,7 @@ def test_the_arc_is_flushed_only_in_a_guest_with_the_builds_commands():
 def test_an_o_direct_cell_is_drawn_only_by_a_request_direct_io_can_serve():
     """Misaligned requests and partial-record writes go the ARC's way by design
     (OpenZFS reads the rest of a record it writes in part): no O_DIRECT cell of theirs."""
-    seq = Sequence(seed=1, props={"recordsize": "16K"}, ops=(
+    seq = Sequence(seed=1, props={"recordsize": "16K"}, init_size=65536, ops=(
         Op("pread", direct=True, off=4096, len=8192, buf="uffd"),            # a page: yes
         Op("pread", direct=True, off=12511, len=4096, buf="fork"),           # misaligned
         Op("pwrite", direct=True, off=16384, len=32768, buf="memfd"),        # whole records

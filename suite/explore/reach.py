@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES, recordsize
+from suite.explore.eligible import servable
+from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
@@ -93,18 +94,6 @@ def asks_direct(seq: Sequence, o: Any) -> bool:
     return served_asks(o.op, o.direct, seq.props)
 
 
-def dio_eligible(seq: Sequence, o: Any) -> bool:
-    """A request the Direct I/O path can serve by design: offset, length and buffer on
-    a page, and a write of whole records (OpenZFS writes a partial record through the
-    ARC: it must read the rest of it)."""
-    if not o.aligned:
-        return False
-    if o.op in READS:
-        return True
-    rec = recordsize(seq.props)
-    return o.off % rec == 0 and o.len % rec == 0
-
-
 def served(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
     """How many of a run's measured O_DIRECT requests each path served (``served`` of
     its op lines: dio, arc, memory, unmeasured)."""
@@ -150,12 +139,12 @@ def seq_cells(seq: Sequence) -> list[str]:
     """The ``origin:direction`` cells a sequence's requests draw (sorted, once each);
     its O_DIRECT cells only where its conditions let Direct I/O serve them
     (:func:`dio_allowed`: a sequence with Direct I/O switched off is a control) and
-    by requests it can serve by design (:func:`dio_eligible`)."""
-    allowed = dio_allowed(seq)
+    by requests it could serve where they stand (:func:`.eligible.servable`: by
+    design, a read inside the file, a range not in the page cache)."""
+    can = servable(seq, asks_direct) if dio_allowed(seq) else [False] * len(seq.ops)
     return sorted({f"{o.buf}:{direction(o.op)}" for o in seq.ops if o.op in IO_OPS} |
-                  {f"dio:{o.buf}:{direction(o.op)}" for o in seq.ops
-                   if allowed and asks_direct(seq, o) and o.buf not in NOT_DIRECT
-                   and dio_eligible(seq, o)} |
+                  {f"dio:{o.buf}:{direction(o.op)}" for o, ok in zip(seq.ops, can)
+                   if ok and o.buf not in NOT_DIRECT} |
                   set(crowd_cells(seq)) | {f"moved:{o.op}" for o in seq.ops if o.op in MOVERS} |
                   ({"crash:freeze"} if any(o.op == "freeze" for o in seq.ops) else set()) |
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |

@@ -3,7 +3,8 @@ guest's kernel (``patches/upstream/findings.toml``) stops at that op, and whatev
 a freeze, the ops of the other actors) is never run. On a kernel where such a finding
 is frequent (sendfile and splice out of a ``direct=always`` file on Linux 6.1) that
 was most of the sequences' tails. The session runs the same sequence again without
-the op that failed, as ddmin would drop it, up to ``MAX_RESUMES`` times per sequence.
+the op that failed, as ddmin would drop it, up to ``MAX_RESUMES`` times per sequence;
+after a known hang (on a fresh guest), without that op from there on.
 Not for a failure known only by its signature (``--known``): the table of upstream
 findings also names their consequences (``explore_after``: the reads after a
 rollback), so a run past one does not turn its aftermath into a new finding; a bare
@@ -24,6 +25,16 @@ def past_known(seq: Sequence, v: Verdict, resumes: int) -> Sequence | None:
     if resumes >= MAX_RESUMES or i is None or not 0 <= i < len(seq.ops) - 1:
         return None
     return seq.with_ops(seq.ops[:i] + seq.ops[i + 1:])
+
+
+def past_known_hang(seq: Sequence, v: Verdict, op: str, resumes: int) -> Sequence | None:
+    """``seq`` without the ``op`` that hung as a known finding, from the one that hung
+    on (they would hang too: the op is avoided from now on, as in the sequences
+    generated after); the ops before it ran and stay. None as :func:`past_known`."""
+    i = v.failed_at
+    if resumes >= MAX_RESUMES or i is None or not 0 <= i < len(seq.ops) - 1:
+        return None
+    return seq.with_ops(seq.ops[:i] + tuple(o for o in seq.ops[i:] if o.op != op))
 
 
 def sequences_run(runs: list[dict]) -> int:

@@ -38,7 +38,7 @@ from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
-from suite.explore.resume import past_known, sequences_run
+from suite.explore.resume import past_known, past_known_hang, sequences_run
 from suite.explore.reach import (crash_points, dio_allowed, run_cells, seq_cells,
                                  seq_tunables, served)
 from suite.explore.timing import engine_timing, time_split
@@ -431,6 +431,12 @@ class Explorer:
                     self.avoid(v.trip.op_kind, hang, seq.seed, result)
                     if cover is not None:       # never drawn again: nothing will run it
                         cover.give_up(f"moved:{v.trip.op_kind}")
+                    resume = past_known_hang(seq, v, v.trip.op_kind, resumes) \
+                        if not self.dead else None
+                    if resume:
+                        self.log(f"explore: sequence {k} (seed {seq.seed}) run again without "
+                                 f"{v.trip.op_kind} from op {v.failed_at} on")
+                        continue
                 elif upstream is not None or sig in self.s.known:
                     result.known += 1
                     name = upstream.id if upstream else self.s.known[sig].label()
