@@ -140,6 +140,16 @@ def wrapped(rule: WrapRule, before: dict[str, Kstat], after: dict[str, Kstat]) -
     return out
 
 
+def unwrapped(b: Breach, again: list[dict[str, Kstat]]) -> int | None:
+    """A wrap that was one read's: the value (signed) a later read found at or above
+    zero, or None when every read again (and at least one) still found it wrapped."""
+    for stats in again:
+        got = stats.get(b.file, {}).get(b.name)
+        if got is not None and got[1] < WRAP:
+            return got[1]
+    return None
+
+
 def over_limit(rule: LimitRule, after: dict[str, Kstat]) -> list[Breach]:
     stats = after.get(rule.file)
     if stats is None or rule.name not in stats:
