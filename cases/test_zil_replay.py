@@ -10,7 +10,9 @@ longer, the whole-block write moves its size to the block's end, a size the file
 never had, zeros past its old end.
 
 The crash: ``zpool freeze`` (no txg reaches the pool after it), the writes and
-their fsync, export and import: only the ZIL brings the writes back. One file per
+their fsync, export and import: only the ZIL brings the writes back. The files are
+laid down with an fsync first: the log's header must be on disk before the freeze,
+or nothing logged after it is found at import (ZTS's slog_replay tests do the same). One file per
 row, all under one freeze, each judged by its size and every byte after the
 import. The first row is the finding's shape; the others are controls every build
 must pass: a write whose records are whole blocks, one that extends the file (the
@@ -54,9 +56,9 @@ def sum_of(data: bytes) -> str:
                          "logbias": "latency"})
 def test_replayed_write_keeps_the_size(dio, accel, symptom):
     z, pool = dio.zfs, dio.pool
-    for row, (size, _, _) in ROWS.items():
-        z.guest.run(f"xfs_io -f -c 'pwrite -q -S {BASE:#x} 0 {size}' {dio.path(row)}",
-                    timeout=accel.deadline(60))
+    for row, (size, _, _) in ROWS.items():      # fsync: the log's header is on disk
+        z.guest.run(f"xfs_io -f -c 'pwrite -q -S {BASE:#x} 0 {size}' -c fsync "
+                    f"{dio.path(row)}", timeout=accel.deadline(60))
     z.zpool("sync", pool, timeout=accel.deadline(120))
     z.zpool("freeze", pool)
     for row, (_, off, length) in ROWS.items():      # one pwrite call each, then fsync
