@@ -87,3 +87,32 @@ def test_a_held_requests_completion_is_the_kernels_not_a_threads(ddir: Path):
         assert os.pread(t.fd, 8192, 0) == b"\x5a" * 8192
     finally:
         t.close()
+
+
+def test_a_sync_held_write_gets_a_sync_later_write_and_an_error_frees_no_busy_buffer(ddir: Path):
+    """``later_write`` beside a sync held write is a syscall too (there is no sync
+    queue: asking for one raised, and the op's cleanup then freed the buffer the held
+    pwritev was still writing from: BufferError, a no-result in a guest)."""
+    import pytest
+    from suite.ioengine.explore.held import Inflight, _later_write
+    from suite.ioengine.explore.model import Ctx, Model
+    from suite.ioengine.explore.requests import IoBuffer, Target
+    from suite.ioengine.explore.step import Step
+    t = Target(str(ddir / "held.bin"), str(ddir / "held"), False, 30.0)
+    try:
+        s = Step("held_write", iface="sync", off=0, len=8192, data=1, then="later_write")
+        buf = IoBuffer("anon", 8192, 0, 1, t.shm_path, for_read=False)
+        buf.fill(b"\x5a" * 8192)
+        io = Inflight(t, s, True, buf)
+        io.start()
+        assert io.wait(30.0) == 8192
+        ctx = Ctx(target=t, model=Model(bytearray(8192)), seed=1, source=b"")
+        try:
+            assert _later_write(ctx, s, io) is None, "a sync write: no early barrier to judge"
+        except OSError as e:
+            pytest.skip(f"O_DIRECT or syncfs here: {e}")
+        assert not os.path.exists(t.src_path + ".later")
+        io.close()
+        buf.close()
+    finally:
+        t.close()

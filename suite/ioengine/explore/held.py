@@ -172,17 +172,22 @@ def _later_write(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
     other = t.src_path + ".later"
     fd = os.open(other, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
     buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
-    buf.fill(ctx.data(s.data + 1, 0, s.len))
-    q = t._make_queue(s.iface)
+    q = None
     try:
-        if q.submit([IoOp(7, True, fd, 0, buf, False)]) == 1:
-            q.reap(1, 1, t.timeout_s)
+        buf.fill(ctx.data(s.data + 1, 0, s.len))
+        if s.iface == "sync":               # the later write as the held one: a syscall
+            os.pwritev(fd, buf.views(), 0)
+        else:
+            q = t._make_queue(s.iface)
+            if q.submit([IoOp(7, True, fd, 0, buf, False)]) == 1:
+                q.reap(1, 1, t.timeout_s)
         th.join(t.timeout_s * 4)
         if th.is_alive():
             return None                     # the barrier waits yet: the host's watchdog
         early = queued and not io.done()
     finally:
-        q.close()
+        if q is not None:
+            q.close()
         buf.close()
         os.close(fd)
         os.unlink(other)
@@ -239,8 +244,8 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
         return o
     finally:
         _release(ctx)
-        if not t.hung:
-            io.close()
+        if not t.hung and io.done():        # an error before the request came back:
+            io.close()                      # its buffer stays the kernel's (never freed)
             buf.close()
             if snap is not None:        # this op's snapshot: the model is its bytes
                 ctx.model = Model(ctx.snaps.pop().model)
