@@ -495,3 +495,31 @@ def test_a_racing_write_that_leaves_zeros_is_the_verify_finding_and_no_other_fai
     assert f is not None and f.id == "dio-write-refused-by-verify-zeroes-dirty-block"
     other = "racing write: the byte at 12288 is 0x41, none of the contents it may hold"
     assert known_failure("wrong-bytes", "pwritev", "6.1.0", findings, None, True, other) is None
+
+
+def test_past_a_kernels_limit_the_resumed_sequence_leaves_out_every_op_it_claims():
+    """A finding that is a kernel's limit (``linux_before``) fails every op it claims on
+    that kernel: they all go at the first resume, not one rerun each; any other
+    finding loses only the op that failed (what fails next depends on what came before)."""
+    from suite.explore.judge import Verdict
+    from suite.explore.ops import Op
+    from suite.explore.resume import kernel_limit_claims, past_known
+    limit = UpstreamFinding("sendfile-from-direct-always-moves-nothing", "t", (), ("short",),
+                            linux_before="6.5", explore_ops=("sendfile", "sendfile_out"),
+                            explore_direct=True)
+    other = UpstreamFinding("dio-read-of-range-freed-in-open-txg", "t", (), ("wrong-bytes",),
+                            explore_ops=("pread",))
+    seq = Sequence(1, ops=(Op("pwrite", off=0, len=4096),
+                           Op("sendfile_out", direct=True, off=0, len=4096),
+                           Op("pread", direct=True, off=0, len=4096),
+                           Op("sendfile_out", direct=True, off=0, len=4096),
+                           Op("sendfile_out", direct=False, off=0, len=4096),
+                           Op("fsync")))
+    v = Verdict("failed", failed_at=1, kind="short")
+    again = past_known(seq, v, 0, kernel_limit_claims(seq, limit))
+    assert again is not None and [(o.op, o.direct) for o in again.ops] == [
+        ("pwrite", False), ("pread", True), ("sendfile_out", False), ("fsync", False)]
+    assert kernel_limit_claims(seq, other) is None
+    once = past_known(seq, Verdict("failed", failed_at=2, kind="wrong-bytes"), 0,
+                      kernel_limit_claims(seq, other))
+    assert once is not None and len(once.ops) == len(seq.ops) - 1

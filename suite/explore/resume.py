@@ -12,19 +12,38 @@ signature cannot.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
+from suite.explore.failure import direct
 from suite.explore.judge import Verdict
-from suite.explore.ops import Sequence
+from suite.explore.ops import Op, Sequence
 
 MAX_RESUMES = 3
 
 
-def past_known(seq: Sequence, v: Verdict, resumes: int) -> Sequence | None:
+def past_known(seq: Sequence, v: Verdict, resumes: int,
+               claims: Callable[[Op], bool] | None = None) -> Sequence | None:
     """``seq`` without the op it failed at as a known finding; None when that op was its
-    last (nothing is left to reach), the failure named no op, or ``resumes`` is used up."""
+    last (nothing is left to reach), the failure named no op, or ``resumes`` is used up.
+    ``claims``: the later ops the finding would fail the same way (a kernel's limit:
+    every such op on this kernel), left out with it."""
     i = v.failed_at
     if resumes >= MAX_RESUMES or i is None or not 0 <= i < len(seq.ops) - 1:
         return None
-    return seq.with_ops(seq.ops[:i] + seq.ops[i + 1:])
+    later = [o for o in seq.ops[i + 1:] if claims is None or not claims(o)]
+    return seq.with_ops(seq.ops[:i] + tuple(later))
+
+
+def kernel_limit_claims(seq: Sequence, finding: Any) -> Callable[[Op], bool] | None:
+    """The ops a finding that is a kernel's limit (``linux_before``: every such op on
+    an older kernel fails so) claims: its ``explore_ops``, asking for Direct I/O where
+    its ``explore_direct`` says; None for any other finding (its failure depends on
+    what came before: only the op that failed is left out)."""
+    if not getattr(finding, "linux_before", ""):
+        return None
+    ops = set(getattr(finding, "explore_ops", ()))
+    need_direct = bool(getattr(finding, "explore_direct", False))
+    return lambda o: o.op in ops and (not need_direct or direct(seq, o))
 
 
 def past_known_hang(seq: Sequence, v: Verdict, op: str, resumes: int) -> Sequence | None:

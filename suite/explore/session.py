@@ -38,7 +38,8 @@ from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
-from suite.explore.resume import past_known, past_known_hang, sequences_run
+from suite.explore.resume import (kernel_limit_claims, past_known, past_known_hang,
+                                  sequences_run)
 from suite.explore.reach import (crash_points, dio_allowed, run_cells, seq_cells,
                                  seq_tunables, served)
 from suite.explore.timing import engine_timing, time_split
@@ -441,8 +442,8 @@ class Explorer:
                     result.known += 1
                     name = upstream.id if upstream else self.s.known[sig].label()
                     result.runs[-1]["known"] = name
-                    resume = past_known(seq, v, resumes) if upstream and v.trip is None \
-                        else None
+                    resume = past_known(seq, v, resumes, kernel_limit_claims(seq, upstream)) \
+                        if upstream and v.trip is None else None
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as a known "
                              f"finding: {name} ({v.kind} in {failing}); not shrunk" +
                              ("; run again without that op" if resume else ""))
