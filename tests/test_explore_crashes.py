@@ -498,9 +498,10 @@ def test_a_racing_write_that_leaves_zeros_is_the_verify_finding_and_no_other_fai
 
 
 def test_past_a_kernels_limit_the_resumed_sequence_leaves_out_every_op_it_claims():
-    """A finding that is a kernel's limit (``linux_before``) fails every op it claims on
-    that kernel: they all go at the first resume, not one rerun each; any other
-    finding loses only the op that failed (what fails next depends on what came before)."""
+    """A finding that is a kernel's limit on Direct I/O (``linux_before``,
+    ``explore_direct``) fails every O_DIRECT op it claims on that kernel: they all go at
+    the first resume, not one rerun each; any other finding loses only the op that
+    failed (what fails next depends on what came before)."""
     from suite.explore.judge import Verdict
     from suite.explore.ops import Op
     from suite.explore.resume import kernel_limit_claims, past_known
@@ -520,6 +521,8 @@ def test_past_a_kernels_limit_the_resumed_sequence_leaves_out_every_op_it_claims
     assert again is not None and [(o.op, o.direct) for o in again.ops] == [
         ("pwrite", False), ("pread", True), ("sendfile_out", False), ("fsync", False)]
     assert kernel_limit_claims(seq, other) is None
+    assert kernel_limit_claims(seq, UpstreamFinding("k", "t", (), ("short",), linux_before="6.5",
+                                                    explore_ops=("sendfile_out",))) is None
     once = past_known(seq, Verdict("failed", failed_at=2, kind="wrong-bytes"), 0,
                       kernel_limit_claims(seq, other))
     assert once is not None and len(once.ops) == len(seq.ops) - 1

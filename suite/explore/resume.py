@@ -35,15 +35,14 @@ def past_known(seq: Sequence, v: Verdict, resumes: int,
 
 
 def kernel_limit_claims(seq: Sequence, finding: Any) -> Callable[[Op], bool] | None:
-    """The ops a finding that is a kernel's limit (``linux_before``: every such op on
-    an older kernel fails so) claims: its ``explore_ops``, asking for Direct I/O where
-    its ``explore_direct`` says; None for any other finding (its failure depends on
-    what came before: only the op that failed is left out)."""
-    if not getattr(finding, "linux_before", ""):
+    """The ops a finding that is a kernel's limit on Direct I/O (``linux_before``: on
+    an older kernel every such op fails so; ``explore_direct``: the ops asking for
+    Direct I/O) claims: its ``explore_ops`` that ask for it. None for any other finding
+    (its failure depends on what came before: only the op that failed is left out)."""
+    if not getattr(finding, "linux_before", "") or not getattr(finding, "explore_direct", False):
         return None
     ops = set(getattr(finding, "explore_ops", ()))
-    need_direct = bool(getattr(finding, "explore_direct", False))
-    return lambda o: o.op in ops and (not need_direct or direct(seq, o))
+    return lambda o: o.op in ops and direct(seq, o)
 
 
 def past_known_hang(seq: Sequence, v: Verdict, op: str, resumes: int) -> Sequence | None:
