@@ -61,6 +61,24 @@ def test_the_verdict_counts_new_failures_apart_and_still_fails():
     assert run_verdict([new, ok], []).headline == "1 case(s) failed"
 
 
+def test_every_finding_says_its_upstream_status_with_evidence():
+    """new / known (the issue) / fixed (master's commit) / false-positive (why): each
+    with its evidence, and the manual's table says the same."""
+    findings = upstream.load()
+    manual = (ROOT / "docs" / "findings.md").read_text()
+    for f in findings:
+        assert f.status in upstream.STATUSES and f.status_why, f.id
+        if f.status in ("known", "fixed"):
+            assert f.status_ref, f.id
+        row = next(ln for ln in manual.splitlines() if ln.startswith(f"| `{f.id}` |"))
+        assert f"| {f.status}" in row, (f.id, row)
+    bad = upstream.UpstreamFinding("x", "t", ("c",), ("wrong-bytes",), status="fixed",
+                                   status_why="w")
+    assert any("status_ref" in w for w in upstream.check(bad))
+    assert upstream.check(upstream.UpstreamFinding("x", "t", ("c",), ("wrong-bytes",),
+                                                   status="maybe"))
+
+
 def test_every_finding_names_cases_that_exist():
     findings = upstream.load()
     assert findings, "patches/upstream/findings.toml has no findings"

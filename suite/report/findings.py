@@ -112,6 +112,7 @@ def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
     lines = ["### System information", "", *system_table(ev.case_dir), "",
              "### Describe the problem you're observing", "", f.title, "",
              f"Seen: {f.seen}." if f.seen else "", "",
+             *(_status_lines(f)),
              "### Describe how to reproduce the problem", "",
              *(_plain_steps() if plain(f.id) else _replay_steps(ev)),
              "### Include any warning/errors/backtraces from the system logs", "",
@@ -124,6 +125,20 @@ def body(f: upstream.UpstreamFinding, ev: Evidence) -> str:
         if tail:
             lines += ["", "The kernel's lines:", "", "```", *tail, "```"]
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+FIXES = "upstream/fixes"                # under patches/: a candidate fix of ours per finding
+
+
+def _status_lines(f: upstream.UpstreamFinding) -> list[str]:
+    """Where it stands upstream, and the candidate fix attached when we wrote one."""
+    out = []
+    if f.status:
+        ref = f" ({f.status_ref})" if f.status_ref else ""
+        out += [f"Upstream status: {f.status}{ref}: {f.status_why}.", ""]
+    if (paths.patches_dir() / FIXES / f.id).is_dir():
+        out += [f"A candidate fix is attached (`patches/{FIXES}/{f.id}/`).", ""]
+    return out
 
 
 REPRO = "upstream/repro"                # under patches/: one folder per finding
@@ -184,6 +199,9 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
         for p in sorted(hand.iterdir()):
             if p.is_file():
                 shutil.copy2(p, dest / p.name)
+    fixes = paths.patches_dir() / FIXES / fid
+    for p in sorted(fixes.glob("*.patch")) if fixes.is_dir() else []:
+        shutil.copy2(p, dest / p.name)          # the candidate fix, attached
     (dest / "issue.md").write_text(body(f, ev))
     (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
                                      f"case folder {ev.case_dir.name}\n")

@@ -72,6 +72,11 @@ class UpstreamFinding:
     # Explore: a failure of ``explore_ops`` is this finding only when what the engine
     # said of it (the verdict's text) matches this (e.g. the bytes a write left).
     explore_why: str = ""
+    # Upstream status (:data:`STATUSES`): new, known (``status_ref``: the issue), fixed
+    # (``status_ref``: master's commit), false-positive; ``status_why``: the evidence.
+    status: str = ""
+    status_ref: str = ""
+    status_why: str = ""
 
     def signature_of(self, kind: str) -> str:
         return dict(self.signatures).get(kind, self.signature)
@@ -115,6 +120,9 @@ def catch_all(kind: str) -> bool:
     return any(kind == c or (c.endswith(":") and kind.startswith(c)) for c in CATCH_ALL)
 
 
+STATUSES = ("new", "known", "fixed", "false-positive")
+
+
 def check(f: UpstreamFinding) -> list[str]:
     """What is wrong with a finding's entry (empty: nothing): an infrastructure
     kind of its own, a catch-all kind without a signature, a consequence that is
@@ -141,6 +149,12 @@ def check(f: UpstreamFinding) -> list[str]:
             re.compile(rx)
         except re.error as e:
             out.append(f"{what} {rx!r} is not a regular expression: {e}")
+    if f.status and f.status not in STATUSES:
+        out.append(f"status {f.status!r}: one of {', '.join(STATUSES)}, with status_why")
+    elif f.status and not f.status_why or (f.status in ("known", "fixed") and not f.status_ref):
+        out.append(f"status {f.status}: say why (status_why)" +
+                   (" and give the issue or commit (status_ref)"
+                    if f.status in ("known", "fixed") else ""))
     if f.explore_hangs and not f.explore_hang_stack:
         out.append("explore_hangs needs explore_hang_stack: an op is avoided only after a "
                    "hang whose stacks match the known one")
@@ -162,7 +176,8 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
                            bool(f.get("explore_direct", False)),
                            f.get("explore_hang_stack", ""),
                            tuple(sorted((f.get("signatures") or {}).items())),
-                           f.get("explore_why", ""))
+                           f.get("explore_why", ""), f.get("status", ""),
+                           f.get("status_ref", ""), f.get("status_why", ""))
            for f in data.get("findings", [])]
     wrong = [f"{f.id}: {w}" for f in out for w in check(f)]
     if wrong:
