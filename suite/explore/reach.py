@@ -282,8 +282,10 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
         return f"{d}/{executed.cells.get(c, 0)}" if executed is not None else str(d)
     head = "drawn/executed" if executed is not None else "drawn"
     lines = [f"page origin x op: sequences of {drawn_.sequences} ({head}; O_DIRECT: drawn by "
-             f"page-aligned requests (writes: whole records) where the sequence's conditions "
-             f"allow Direct I/O, executed only where its path served it)",
+             f"requests Direct I/O could serve where they stand (page-aligned, writes of whole "
+             f"records, not RWF_NOWAIT, reads inside the file, a range no mapping caches) "
+             f"where the sequence's conditions allow it, executed only where its path "
+             f"served it)",
              f"  {'origin':20s} {'read':>12s} {'write':>12s} {'O_DIRECT read':>14s} "
              f"{'O_DIRECT write':>14s}"]
     for row in ROWS:
