@@ -55,6 +55,12 @@ def test_side_states():
      "flaky"),
     (v("passed"), v("failed", "EFAULT"), {"series": ["fail", "fail"], "base": ["fail", "pass"]},
      "flaky"),
+    (v("skipped", reason="async=1: the build has no zfs_async_dio_enabled"),
+     v("skipped", reason="async=1: the build has no zfs_async_dio_enabled"), None,
+     "not applicable"),
+    (v("skipped", reason="async=1: the build has no zfs_async_dio_enabled"),
+     v("skipped", reason="zvol: the build has no zvol_dio_enabled"), None, "inconclusive"),
+    (v("passed"), v("passed"), None, "unchanged pass"),
     (v("passed"), v("failed", "guest-lost"), None, "inconclusive"),
     (None, v("passed"), None, "inconclusive"),
     (v("passed"), None, None, "inconclusive"),
@@ -219,3 +225,14 @@ def test_two_lockdep_reports_of_other_locks_are_two_signatures():
     known = lockdep("&ms->ms_lock -> &dn->dn_dbufs_mtx")
     assert classify(N, known, lockdep("&ms->ms_lock -> &dn->dn_dbufs_mtx")).cls == "still failing"
     assert classify(N, known, lockdep("&zp->z_rangelock -> &db->db_mtx")).cls == "regression"
+
+
+def test_cases_neither_side_can_run_leave_the_verdict_to_the_others():
+    """A fix gated on stock OpenZFS with cases of the async path in its selection:
+    those skip on both sides (not applicable), the one that ran decides; a gate where
+    nothing but those ran tested nothing."""
+    skip = v("skipped", reason="async=1: the build has no zfs_async_dio_enabled")
+    na = classify(N, skip, skip)
+    fixed = classify(N, v("failed", "crash-size"), v("passed"))
+    assert verdict([na, fixed]) == (0, "PASS")
+    assert verdict([na])[0] == 2 and "nothing ran" in verdict([na])[1]

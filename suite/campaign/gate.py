@@ -14,6 +14,9 @@ base+series. Every case then falls in one class:
 - **unchanged pass**: passes on both;
 - **not applicable on base**: skipped on base for want of the series' feature,
   passes with it;
+- **not applicable**: skipped on both sides for want of the same feature (a case of
+  the async path gating a fix on stock OpenZFS): counted, left out of the verdict (a
+  gate where nothing else ran is INCONCLUSIVE: nothing ran to a verdict);
 - **flaky**: failed with the series, then passed every rerun (or failed on base
   on rerun too): reported as such, never passed silently;
 - **inconclusive**: a side proved nothing (guest lost, build failed, no verdict,
@@ -56,7 +59,9 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
     b, bwhy = state(base)
     s, swhy = state(series)
     c = CaseClass(nodeid, "", "", b, s, reruns or {})
-    if s in ("missing", "inconclusive", "skip", "feature-skip"):
+    if (b, s) == ("feature-skip", "feature-skip") and bwhy == swhy:
+        c.cls, c.why = "not applicable", f"neither side has what it needs: {swhy}"
+    elif s in ("missing", "inconclusive", "skip", "feature-skip"):
         c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
     elif b == "feature-skip" and s == "pass":
         c.cls, c.why = "not applicable on base", f"base: {bwhy}"

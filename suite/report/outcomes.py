@@ -21,7 +21,7 @@ from suite.source import series
 from suite.symptoms import INFRASTRUCTURE, PASSED, CaseVerdict, SymptomSpec, judge_case
 
 CLASSES = ("regression", "inconclusive", "flaky", "fixed", "still failing",
-           "not applicable on base", "unchanged pass")
+           "not applicable on base", "unchanged pass", "not applicable")
 FEATURE_SKIP = ("build has no", "use --series", "nothing but the control", "the loaded build has no")
 EXIT_PASS, EXIT_REGRESSION, EXIT_INCONCLUSIVE = 0, 1, 2
 

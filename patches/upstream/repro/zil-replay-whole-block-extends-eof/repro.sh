@@ -45,7 +45,7 @@ VDEV="$DISK" SEARCH="$DIR"
 if [ -z "$VDEV" ]; then VDEV="$DIR/vdev0"; truncate -s 1G "$VDEV"; else SEARCH="$(dirname "$DISK")"; fi
 zpool create -o ashift=12 -o cachefile=none -O mountpoint="$DIR/mnt" \
   -O recordsize=16K -O compression=off -O sync=standard -O logbias=latency \
-  "$POOL" "$VDEV" || untested "zpool create failed"
+  -O primarycache="${REPRO_CACHE:-metadata}" "$POOL" "$VDEV" || untested "zpool create failed"
 CREATED=1
 
 # f: its last write's last record ends inside the file's last record (the bug);
