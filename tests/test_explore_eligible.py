@@ -68,3 +68,13 @@ def test_rwf_nowait_is_never_drawn_and_an_append_lands_at_the_end():
     odd = Sequence(1, props=rec, init_size=5000, ops=(
         Op("pwrite", direct=True, off=0, len=16384, buf="memfd", flags="append"),))
     assert can(odd) == [False], "the end of the file is off a record: part of two"
+
+
+def test_rwf_hipri_on_a_buffered_descriptor_is_not_drawn_even_under_direct_always():
+    """direct=always makes a buffered descriptor's reads Direct I/O, but the kernel
+    refuses RWF_HIPRI (polled I/O) on a descriptor opened without O_DIRECT: EINVAL."""
+    seq = Sequence(1, props={"direct": "always"}, init_size=65536, ops=(
+        Op("pread", direct=False, off=0, len=4096, buf="fork", flags="hipri"),
+        Op("pread", direct=False, off=0, len=4096, buf="fork"),
+        Op("pread", direct=True, off=0, len=4096, buf="memfd", flags="hipri")))
+    assert can(seq) == [False, True, True]

@@ -5,7 +5,9 @@ OpenZFS serves an O_DIRECT request another way, by design, when:
 
 - it is off a page (offset, length, buffer), or a write of part of a record (the
   rest of the record must be read: the ARC's way);
-- it carries ``RWF_NOWAIT`` (the zpl has no ``FMODE_NOWAIT``: ``EOPNOTSUPP``);
+- it carries ``RWF_NOWAIT`` (the zpl has no ``FMODE_NOWAIT``: ``EOPNOTSUPP``), or
+  ``RWF_HIPRI`` on a descriptor opened without O_DIRECT (a ``direct=always`` dataset's
+  buffered descriptor: the kernel refuses polled I/O there, ``EINVAL``);
 - a read starts at or past the end of the file (nothing to read);
 - its range is in the page cache: a mapping of the target read or wrote those pages
   since they were last dropped (``zn_has_cached_data``: the ARC's way, coherent with
@@ -35,8 +37,9 @@ EXTENDERS = IO_OPS + ("copy_range", "clone_range", "sendfile", "splice", "vmspli
 
 def by_design(seq: Sequence, o: Any) -> bool:
     """The request's own shape lets Direct I/O serve it: on a page (a write: whole
-    records), and not ``RWF_NOWAIT``."""
-    if not o.aligned or getattr(o, "flags", "") == "nowait":
+    records), not ``RWF_NOWAIT``, and ``RWF_HIPRI`` only on an O_DIRECT descriptor."""
+    flags = getattr(o, "flags", "")
+    if not o.aligned or flags == "nowait" or (flags == "hipri" and not o.direct):
         return False
     if o.op in READS:
         return True
