@@ -42,10 +42,8 @@ cleanup() {
 }
 trap cleanup EXIT
 VDEV="$DISK" SEARCH="$DIR"
-if [ -z "$VDEV" ]; then
-  VDEV="$DIR/vdev0 $DIR/vdev1"; truncate -s 1G "$DIR/vdev0" "$DIR/vdev1"
-else SEARCH="$(dirname "$DISK")"; fi
-zpool create -o ashift=12 -o cachefile=none -O mountpoint="$DIR/pool" "$POOL" $VDEV ||
+if [ -z "$VDEV" ]; then VDEV="$DIR/vdev0"; truncate -s 1G "$VDEV"; else SEARCH="$(dirname "$DISK")"; fi
+zpool create -o ashift=12 -o cachefile=none -O mountpoint="$DIR/pool" "$POOL" "$VDEV" ||
   untested "zpool create failed"
 CREATED=1
 zfs create -o mountpoint="$DIR/mnt" -o recordsize=16K -o compression=off -o sync=standard \
