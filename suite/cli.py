@@ -177,7 +177,16 @@ def cmd_findings(args: argparse.Namespace) -> int:
         return 0
     findings.get(args.id)
     if args.plain:                  # the hand-written reproducer (suite/campaign/plainrepro.py)
-        from suite.campaign.plainrepro import run_plain
+        from suite.campaign.plainrepro import run_lines, run_plain
+        if args.lines:              # master and each supported line's newest release
+            from suite.source import lines
+            refs = lines.refs_to_test(lines.remote_tags())[::-1]
+
+            def opts_for(ref: str):
+                args.zfs_ref = ref
+                return options_from(args)
+            return run_lines(args.id, opts_for, refs, accel=args.accel,
+                             args=args.repro_args)[0]
         if not (args.zfs_ref or args.series or args.zfs_source):
             args.zfs_ref = "master"
         return run_plain(args.id, options_from(args), accel=args.accel, args=args.repro_args)
@@ -330,6 +339,9 @@ def parser() -> argparse.ArgumentParser:
     fd.add_argument("--plain", action="store_true",
                     help="verify: run the hand-written reproducer of patches/upstream/repro/ID "
                          "(nothing of the suite in the guest) instead of the exported one")
+    fd.add_argument("--lines", action="store_true",
+                    help="verify --plain: on master and the newest 2.4.x and 2.3.x release, one "
+                         "fresh guest each: the finding's 'seen on' table")
     fd.add_argument("--repro-args", default="", metavar="ARGS",
                     help="verify --plain: arguments for repro.sh (e.g. '--rounds 5')")
     add_build_options(fd.add_argument)

@@ -174,3 +174,24 @@ def test_a_lost_guest_is_judged_by_the_finding_signature(tmp_path):
     assert plainrepro.console_verdict(r"VERIFY0\(len\) failed", tmp_path)[0] == 1
     assert plainrepro.console_verdict(r"zil_parse", tmp_path)[0] == 2
     assert plainrepro.console_verdict("", tmp_path)[0] == 2
+
+
+def test_the_seen_on_table_runs_each_line_and_says_what_each_answered(tmp_path, monkeypatch):
+    """--lines: one run per ref, in the order given; the table names each ref's verdict,
+    is kept under results, and the exit is 1 when any line reproduced it."""
+    from suite.campaign import plainrepro
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    answers = {"master": 0, "zfs-2.4.4": 1, "zfs-2.3.9": 2}
+    asked = []
+
+    def fake(fid, opts, accel="auto", args=""):
+        asked.append(opts)
+        return answers[opts]
+    rc, seen = plainrepro.run_lines("x", lambda ref: ref, list(answers), run=fake)
+    assert asked == ["master", "zfs-2.4.4", "zfs-2.3.9"] and rc == 1
+    table = plainrepro.seen_table("x", seen)
+    assert "| master | NOT REPRODUCED |" in table and "| zfs-2.4.4 | REPRODUCED |" in table
+    assert "| zfs-2.3.9 | NOT TESTED |" in table
+    assert plainrepro.run_lines("x", lambda r: r, ["master"], run=lambda *a, **k: 0)[0] == 0
+    assert plainrepro.run_lines("x", lambda r: r, ["master", "zfs-2.3.9"],
+                                run=lambda f, o, **k: 0 if o == "master" else 2)[0] == 2

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from suite import paths
 from suite.errors import GuestError, SuiteError
@@ -120,3 +122,38 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
         return rc
     finally:
         guests.close()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One release line's answer to a finding's plain reproducer."""
+    ref: str
+    rc: int                             # 1 reproduced, 0 not, 2 could not test
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS.get(self.rc, "NOT TESTED")
+
+
+def seen_table(fid: str, seen: list[Seen]) -> str:
+    """The "seen on" column of a finding, as its reproducer answered on each line."""
+    rows = [f"| {s.ref} | {s.verdict} |" for s in seen]
+    return "\n".join([f"{fid}: its plain reproducer on each release line", "",
+                      "| ref | verdict |", "| --- | --- |", *rows])
+
+
+def run_lines(fid: str, opts_for: Callable[[str], object], refs: list[str],
+              run: Callable[..., int] | None = None, accel: str = "auto",
+              args: str = "") -> tuple[int, list[Seen]]:
+    """The plain reproducer on each of ``refs`` (master, the newest 2.4.x and 2.3.x:
+    ``suite.source.lines.refs_to_test``), one fresh guest each; exit 1 when any line
+    reproduced it, 2 when none did and one could not test, else 0."""
+    run = run or run_plain
+    seen = [Seen(ref, run(fid, opts_for(ref), accel=accel, args=args)) for ref in refs]
+    table = seen_table(fid, seen)
+    out = paths.stamped(f"seen-on-{fid}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "seen-on.md").write_text(table + "\n")
+    print(f"\n{table}\n\n(also in {out / 'seen-on.md'})")
+    rcs = {s.rc for s in seen}
+    return (1 if 1 in rcs else 2 if 2 in rcs else 0), seen
