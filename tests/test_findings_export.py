@@ -100,3 +100,35 @@ def test_the_exported_text_names_no_path_of_the_machine_that_ran_it(tmp_path):
     assert "/root" not in (tmp_path / "issue.md").read_text()
     sh = (tmp_path / "repro.sh").read_text().splitlines()
     assert "/root" not in sh[0] and sh[1] == "PAYLOAD='/root/.cache/ozfs-vmci/builds/x'"
+
+
+def test_one_file_per_distinct_sequence_and_every_corpus_shape_of_the_finding(manifests,
+                                                                             monkeypatch):
+    """A corpus case replays its sequence three times: the export keeps one file and
+    points the replay at it; the finding's other corpus shapes go beside it."""
+    d = case(manifests / "results" / "r1", "test_corpus[stale]", "xfailed", "wrong-bytes")
+    lines = []
+    for i in range(3):
+        name = f"explore-7-000{i}-corpus{i}.seq.json"
+        (d / "repro" / name).write_text('{"seed": 7, "ops": []}')
+        lines.append(f'step "$HERE/{name}"')
+    (d / "repro" / "other.seq.json").write_text('{"seed": 8, "ops": []}')
+    (d / "repro" / "repro.sh").write_text("#!/bin/sh\n" + "\n".join(lines) + "\n")
+    corpus = manifests / "corpus"
+    corpus.mkdir()
+    (corpus / "stale.json").write_text("{}")
+    (corpus / "stale-too.json").write_text("{}")
+    monkeypatch.setattr(findings, "CORPUS", corpus)
+    f = findings.get("stale-read")
+    monkeypatch.setattr(findings, "get", lambda fid: type(f)(
+        f.id, f.title, ("test_corpus[stale]", "test_explore_corpus[stale]",
+                        "test_explore_corpus[stale-too]", "test_explore_corpus[gone]"),
+        f.kinds, f.seen))
+    monkeypatch.setattr(findings, "write_reproducer", lambda *a, **k: None)
+    dest = findings.export("stale-read", [manifests / "results"], manifests / "out")
+    seqs = sorted(p.name for p in dest.glob("*.seq.json"))
+    assert seqs == ["explore-7-0000-corpus0.seq.json", "other.seq.json"]
+    script = (dest / "repro.sh").read_text()
+    assert script.count("explore-7-0000-corpus0.seq.json") == 3 and "corpus1" not in script
+    assert sorted(p.name for p in (dest / "sequences").iterdir()) == ["stale-too.json",
+                                                                     "stale.json"]

@@ -141,6 +141,35 @@ def _status_lines(f: upstream.UpstreamFinding) -> list[str]:
     return out
 
 
+CORPUS = paths.PROJECT_ROOT / "cases" / "explore_corpus"
+
+
+def corpus_sequences(f: upstream.UpstreamFinding) -> list[str]:
+    """The explore corpus sequences among a finding's cases (``test_explore_corpus[NAME]``)."""
+    names = [c.split("[", 1)[1].rstrip("]") for c in f.cases
+             if c.startswith("test_explore_corpus[")]
+    return [n for n in names if (CORPUS / f"{n}.json").is_file()]
+
+
+def dedupe_sequences(folder: Path) -> None:
+    """One file per distinct sequence: a case that replays one sequence three times left
+    three identical ``.seq.json``; the replay script is pointed at the first."""
+    first: dict[bytes, str] = {}
+    script = folder / "suite-replay.sh"
+    if not script.exists():
+        script = folder / "repro.sh"
+    text = script.read_text() if script.exists() else ""
+    for p in sorted(folder.glob("*.seq.json")):
+        data = p.read_bytes()
+        if data in first:
+            text = text.replace(p.name, first[data])
+            p.unlink()
+        else:
+            first[data] = p.name
+    if script.exists():
+        script.write_text(text)
+
+
 REPRO = "upstream/repro"                # under patches/: one folder per finding
 
 
@@ -202,6 +231,10 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
     fixes = paths.patches_dir() / FIXES / fid
     for p in sorted(fixes.glob("*.patch")) if fixes.is_dir() else []:
         shutil.copy2(p, dest / p.name)          # the candidate fix, attached
+    dedupe_sequences(dest)
+    for name in corpus_sequences(f):            # every shape that meets it, not one
+        (dest / "sequences").mkdir(exist_ok=True)
+        shutil.copy2(CORPUS / f"{name}.json", dest / "sequences" / f"{name}.json")
     (dest / "issue.md").write_text(body(f, ev))
     (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
                                      f"case folder {ev.case_dir.name}\n")
