@@ -156,6 +156,16 @@ def seq_cells(seq: Sequence) -> list[str]:
                   {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS})
 
 
+def run_reach(seq: Sequence, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """What one run of ``seq`` drew and reached, for its summary entry: its cells drawn
+    and executed, tunables, the paths that served its O_DIRECT requests, its crash
+    points."""
+    return {"cells": seq_cells(seq), "tunables": seq_tunables(seq),
+            "executed": run_cells(lines, seq), "served": served(lines),
+            "dio_allowed": dio_allowed(seq), "crashes": crash_points(lines),
+            "power_cuts": crash_points(lines, "power_cut")}
+
+
 def seq_tunables(seq: Sequence) -> list[str]:
     """The ``name=value`` a sequence runs under, of the tunables that change the path,
     and who issues its requests (``caller:...``: the engine itself, or a loop device

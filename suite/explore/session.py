@@ -40,8 +40,7 @@ from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import (kernel_limit_claims, past_known, past_known_hang,
                                   sequences_run)
-from suite.explore.reach import (crash_points, dio_allowed, run_cells, seq_cells,
-                                 seq_tunables, served)
+from suite.explore.reach import run_reach
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
@@ -387,12 +386,7 @@ class Explorer:
                                 "refused": len(v.refused), "leaves": v.leaves,
                                 "seconds": round(self.clock() - t, 2),
                                 "engine": self.last_timing,
-                                "cells": seq_cells(seq), "tunables": seq_tunables(seq),
-                                "executed": run_cells(self.last_lines, seq),
-                                "served": served(self.last_lines),
-                                "dio_allowed": dio_allowed(seq),
-                                "crashes": crash_points(self.last_lines),
-                                "power_cuts": crash_points(self.last_lines, "power_cut"),
+                                **run_reach(seq, self.last_lines),
                                 "at_s": round(self.clock() - t0, 2)})   # since exploring began
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
@@ -432,8 +426,7 @@ class Explorer:
                     self.avoid(v.trip.op_kind, hang, seq.seed, result)
                     if cover is not None:       # never drawn again: nothing will run it
                         cover.give_up(f"moved:{v.trip.op_kind}")
-                    resume = past_known_hang(seq, v, v.trip.op_kind, resumes) \
-                        if not self.dead else None
+                    resume = past_known_hang(seq, v, v.trip.op_kind, resumes)
                     if resume:
                         self.log(f"explore: sequence {k} (seed {seq.seed}) run again without "
                                  f"{v.trip.op_kind} from op {v.failed_at} on")
