@@ -104,7 +104,11 @@ def _run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> list[tuple[st
 
 
 @pytest.fixture
-def env(monkeypatch, tmp_path: Path):
+def env(monkeypatch, tmp_path: Path, pytester):
+    # An ini of its own pins the inner session's rootdir: without one each xdist
+    # worker looks upward for it, and a file another test left in a shared parent
+    # folder once gave one worker another rootdir ("Different tests were collected").
+    pytester.makeini("[pytest]\n")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("RAN", str(tmp_path / "ran.txt"))
