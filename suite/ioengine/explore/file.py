@@ -14,6 +14,7 @@ from .requests import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO
                          UNSUPPORTED, fallocate, syncfs)
 from .model import Ctx, Outcome, check_bytes, error, size_mismatch
 from ..plan import PAGE, errno_name
+from .mapread import read_mapped
 
 if TYPE_CHECKING:
     from .step import Step
@@ -43,9 +44,10 @@ def op_mmap_read(ctx: Ctx, s: Step) -> Outcome:
     if isinstance(where := _mappable(ctx, s), Outcome):
         return where
     off, n, start = where
-    with mmap.mmap(ctx.target.fd, off + n - start, flags=mmap.MAP_SHARED,
-                   prot=mmap.PROT_READ, offset=start) as m:
-        got = m[off - start:off - start + n]
+    got = read_mapped(ctx.target.fd, off + n - start, start)
+    if isinstance(got, OSError):
+        return error(got.errno or 0, f"mmap read: {got.strerror}")
+    got = got[off - start:off - start + n]
     return check_bytes(got, ctx.model, off, "mmap read") or Outcome(res=n)
 
 

@@ -27,6 +27,7 @@ from .file import (evict, flush_arc, op_evict, op_fdatasync, op_fsync, op_mmap_r
                            op_punch_hole, op_syncfs, op_tamper, op_truncate, op_zero_range)
 from .origins import Want
 from .requests import UNSUPPORTED, IoBuffer
+from .mapread import read_mapped
 from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatch
 from . import flags, limits
 from .race import Racer, landed
@@ -433,11 +434,7 @@ def _read_paths(ctx: Ctx, size: int) -> dict[str, bytes | OSError]:
     except OSError as e:
         out["buffered"] = e
     if size:
-        try:
-            with mmap.mmap(t.fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) as m:
-                out["mmap"] = m[:size]
-        except OSError as e:
-            out["mmap"] = e
+        out["mmap"] = read_mapped(t.fd, size)      # a fault there is an error, not a SIGBUS
         if ctx.drop_caches:
             evict(t.fd, True)
             flush_arc(ctx)      # the buffered read filled the ARC too
