@@ -52,12 +52,16 @@ def findings(config: pytest.Config) -> list[upstream.UpstreamFinding]:
     return config.stash[_FINDINGS]
 
 
-def reason(found: list[upstream.UpstreamFinding]) -> str:
-    """``known upstream finding ID (by /SIGNATURE/): TITLE``: which finding, and the
-    signature the case's symptoms were matched by (its kinds, where it needs none)."""
+def reason(found: list[upstream.UpstreamFinding], symptoms: list[str] = ()) -> str:
+    """``known upstream finding ID (by /SIGNATURE/): TITLE``: which finding, and what
+    the case's own symptoms were matched by: each kind's signature, or the kind alone
+    where the finding needs none for it (without symptoms: every kind of it)."""
     def by(f: upstream.UpstreamFinding) -> str:
-        sigs = [f.signature] if f.signature else [v for _, v in f.signatures]
-        return f"/{'/, /'.join(sigs)}/" if sigs else f"kinds {', '.join(f.kinds)}"
+        kinds = [k for k in dict.fromkeys(upstream.symptom_kind(x) for x in symptoms)
+                 if k in f.kinds] or list(f.kinds)
+        sigs = list(dict.fromkeys(f"/{f.signature_of(k)}/" for k in kinds if f.signature_of(k)))
+        bare = [k for k in kinds if not f.signature_of(k)]
+        return ", ".join(sigs + ([f"kinds {', '.join(bare)}"] if bare else []))
     return "known upstream finding " + "; ".join(f"{f.id} (by {by(f)}): {f.title}"
                                                   for f in found)
 
@@ -77,7 +81,8 @@ def expected(nodeid: str, failed: bool, symptoms: list[str],
     carry its own fix (async-dio fixes the rlimit pin overflow stock master has)."""
     if failed:
         found = upstream.covering(nodeid, symptoms, standing)
-        return Expected("xfailed", reason(found), tuple(f.id for f in found)) if found else None
+        return Expected("xfailed", reason(found, symptoms), tuple(f.id for f in found)) \
+            if found else None
     if series:
         return None
     test = nodeid.rsplit("::", 1)[-1]
