@@ -25,6 +25,7 @@ import hashlib
 import pytest
 
 from suite.casekit.tables import Table
+from suite.ioengine.explore.durable import record_end_past
 
 pytestmark = [pytest.mark.vm]
 
@@ -75,8 +76,7 @@ def test_replayed_write_keeps_the_size(dio, accel, symptom):
                      "size_expected": len(want), "size_after": got_size,
                      "bytes_right": int(got_sum == sum_of(want))}
         if got_size != len(want):
-            past = got_size > len(want) and got_size % RECORD == 0 and \
-                got_size - len(want) < RECORD
+            past = record_end_past(got_size, len(want), RECORD)
             detail = (f"after freeze, fsync and import the file is {got_size} B, a size it "
                       f"never had (written to {len(want)} B)"
                       + (f": the end of its last {RECORD}-byte record" if past else ""))

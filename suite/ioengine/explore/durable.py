@@ -104,6 +104,12 @@ def allowed_sizes(d: Durable) -> set[int]:
     return {d.size, *d.sizes}
 
 
+def record_end_past(size: int, top: int, record: int) -> bool:
+    """``size`` is past ``top`` and is the end of the ``record``-byte record holding it:
+    what ZIL replay's whole-block write leaves (``zil-replay-whole-block-extends-eof``)."""
+    return record > 0 and top < size and size % record == 0 and size - top < record
+
+
 def check(d: Durable, got: bytes) -> Loss | None:
     """The first block of the recovered file ``got`` no crash explains, or None."""
     if len(got) not in allowed_sizes(d):

@@ -34,7 +34,7 @@ from ..plan import EXIT_OK, EXIT_USAGE
 from ..blockdev import wait_zvol
 from ..queues import IoOp
 from ..trials import emit
-from .durable import Durable, allowed_sizes, check
+from .durable import Durable, allowed_sizes, check, record_end_past
 from .model import Ctx, Outcome, failed
 from .requests import IoBuffer, syncfs
 from .step import Step
@@ -189,7 +189,7 @@ def past_last_record(d: Durable, got: int, blksize: int) -> str:
     top = max(allowed_sizes(d))
     if got <= top or blksize <= 0:
         return ""
-    if got % blksize == 0 and got - top < blksize:
+    if record_end_past(got, top, blksize):
         return f"; past every one, at the end of the file's last {blksize}-byte record"
     return "; past every one"
 
