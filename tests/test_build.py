@@ -215,3 +215,18 @@ def test_a_build_with_zdb_serves_a_request_without_it(tmp_path, monkeypatch):
     assert not built2 and rec2.key == with_zdb.key and calls == []
     get_or_build(replace(req, zts=True), cache)           # zts asks for more: built
     assert len(calls) == 1
+
+
+def test_production_configures_without_debug_and_is_a_build_of_its_own(tmp_path, monkeypatch):
+    """`--production` is what a distribution ships: configure runs without
+    --enable-debug (ASSERTs compiled out), under its own key, and says so."""
+    import argparse
+    from suite.build.pipeline import add_build_options, options_from
+    parser = argparse.ArgumentParser()
+    add_build_options(parser.add_argument)
+    debug = options_from(lambda d: getattr(parser.parse_args([]), d, None))
+    prod = options_from(lambda d: getattr(parser.parse_args(["--production"]), d, None))
+    assert "--enable-debug" in debug.flags and "--enable-debug" not in prod.flags
+    k = fake_kernel(tmp_path)
+    assert BuildRequest(k, tree(), flags=prod.flags).key != BuildRequest(k, tree()).key
+    assert BuildRequest(k, tree(), flags=prod.flags).inputs()["configure_flags"] == []

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from suite.source import series as series_mod
-from suite.build.recipe import BuildRecord, BuildRequest, get_or_build
+from suite.build.recipe import DEFAULT_FLAGS, BuildRecord, BuildRequest, get_or_build
 from suite.build.kernel import Kernel, resolve_kernel
 from suite.progress import step
 from suite.source.series import SourceTree
@@ -23,7 +23,7 @@ class BuildOptions:
     zfs_source: str | None = None
     zfs_ref: str | None = None
     series: list[str] = field(default_factory=list)
-    flags: tuple[str, ...] = ("--enable-debug",)
+    flags: tuple[str, ...] = DEFAULT_FLAGS
     zts: bool = False
     zdb: bool = False
     offline: bool = False
@@ -55,6 +55,8 @@ BUILD_OPTIONS = (
     Option("--zts", "also build the ZFS Test Suite", "flag"),
     Option("--with-zdb", "also build zdb (pytest's --thorough asks for it)", "flag"),
     Option("--offline", "never fetch; use the cache only", "flag"),
+    Option("--production", "configure without --enable-debug: what a distribution ships "
+                           "(ASSERTs compiled out; VERIFYs stay)", "flag"),
 )
 
 
@@ -76,7 +78,14 @@ def options_from(get: Callable[[str], Any], **extra: Any) -> BuildOptions:
     return BuildOptions(kernel=get("kernel"), kernel_headers=get("kernel_headers"),
                         zfs_source=get("zfs_source"), zfs_ref=get("zfs_ref"),
                         series=list(get("series") or []), zts=bool(get("zts")),
-                        zdb=bool(get("with_zdb")), offline=bool(get("offline")), **extra)
+                        zdb=bool(get("with_zdb")), offline=bool(get("offline")),
+                        flags=configure_flags(bool(get("production"))), **extra)
+
+
+def configure_flags(production: bool) -> tuple[str, ...]:
+    """OpenZFS's configure flags: the debug build the cases are written for, or with
+    ``--production`` the build a distribution ships (a finding's impact there)."""
+    return () if production else DEFAULT_FLAGS
 
 
 @dataclass

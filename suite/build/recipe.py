@@ -131,7 +131,9 @@ class BuildRecord:
     def summary(self) -> str:
         series = ", ".join(f"{s['name']}@{s['commits'][-1][:11]}"
                            for s in self.inputs.get("series", [])) or "none"
-        return (f"build {self.key}  zfs {self.zfs_version}  kernel {self.kernel['release']}\n"
+        kind = "debug" if "--enable-debug" in self.inputs.get("configure_flags", []) \
+            else "production"
+        return (f"build {self.key}  zfs {self.zfs_version} ({kind})  kernel {self.kernel['release']}\n"
                 f"  source {self.source['describe']} (tree {self.inputs['source_tree'][:11]}),"
                 f" series: {series}\n"
                 f"  zfs.ko srcversion {self.modules['zfs'].srcversion}\n"
