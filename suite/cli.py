@@ -173,7 +173,12 @@ def cmd_findings(args: argparse.Namespace) -> int:
     if args.action == "export":
         roots = [Path(r) for r in args.results] or [paths.results_root()]
         dest = findings.export(args.id, roots, Path(args.out) if args.out else reports)
-        print(f"wrote {dest / 'issue.md'} and its reproducer {dest / 'repro.sh'}")
+        text = dest / "issue.md"
+        if not text.exists():
+            text = dest / "security-report.md"
+            print("a memory-safety finding: report it privately (security-report.md says how), "
+                  "not as a public issue")
+        print(f"wrote {text} and its reproducer {dest / 'repro.sh'}")
         return 0
     findings.get(args.id)
     if args.plain:                  # the hand-written reproducer (suite/campaign/plainrepro.py)

@@ -132,3 +132,35 @@ def test_one_file_per_distinct_sequence_and_every_corpus_shape_of_the_finding(ma
     assert script.count("explore-7-0000-corpus0.seq.json") == 3 and "corpus1" not in script
     assert sorted(p.name for p in (dest / "sequences").iterdir()) == ["stale-too.json",
                                                                      "stale.json"]
+
+
+def test_a_memory_safety_finding_exports_a_private_report_and_no_public_body(manifests):
+    """A private finding (a heap overflow a production build allows) is exported for
+    OpenZFS's security advisory form, never as a public issue body; a fix one finding
+    shares with another is attached to both."""
+    (manifests / "patches" / "upstream" / "findings.toml").write_text(FINDINGS + '''
+disclosure = "private"
+production = "KASAN: slab-out-of-bounds write in pin_user_pages_unlocked"
+fix = "shared-fix"
+''')
+    fix = manifests / "patches" / "upstream" / "fixes" / "shared-fix"
+    fix.mkdir(parents=True)
+    (fix / "0001-x.patch").write_text("diff\n")
+    case(manifests / "results" / "r1", "test_corpus[stale]", "xfailed", "wrong-bytes")
+    dest = findings.export("stale-read", [manifests / "results"], manifests / "out")
+    assert not (dest / "issue.md").exists()
+    report = (dest / "security-report.md").read_text()
+    assert report.startswith("# Not for a public issue")
+    assert "Report a vulnerability" in report and "slab-out-of-bounds" in report
+    assert "### Description and impact" in report
+    assert "patches/upstream/fixes/shared-fix/" in report and (dest / "0001-x.patch").exists()
+
+
+def test_private_needs_the_production_behaviour_and_unknown_keys_are_refused(manifests):
+    path = manifests / "patches" / "upstream" / "findings.toml"
+    path.write_text(FINDINGS + 'disclosure = "private"\n')
+    with pytest.raises(SuiteError, match="production"):
+        findings.upstream.load(path)
+    path.write_text(FINDINGS + 'seen_on = "x"\n')
+    with pytest.raises(SuiteError, match="unknown key.*seen_on"):
+        findings.upstream.load(path)

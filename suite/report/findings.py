@@ -136,9 +136,34 @@ def _status_lines(f: upstream.UpstreamFinding) -> list[str]:
     if f.status:
         ref = f" ({f.status_ref})" if f.status_ref else ""
         out += [f"Upstream status: {f.status}{ref}: {f.status_why}.", ""]
-    if (paths.patches_dir() / FIXES / f.id).is_dir():
-        out += [f"A candidate fix is attached (`patches/{FIXES}/{f.id}/`).", ""]
+    if f.production:
+        out += [f"A build without `--enable-debug`: {f.production}.", ""]
+    if fix_folder(f).is_dir():
+        out += [f"A candidate fix is attached (`patches/{FIXES}/{fix_folder(f).name}/`).", ""]
     return out
+
+
+def fix_folder(f: upstream.UpstreamFinding) -> Path:
+    """Our candidate fix's folder (one fix may serve two findings: ``fix = "<id>"``)."""
+    return paths.patches_dir() / FIXES / (f.fix or f.id)
+
+
+PRIVATE_NOTE = """# Not for a public issue: report privately
+
+This finding is a memory-safety result ({why}). OpenZFS's security policy
+(SECURITY.md) asks for such reports through the **Report a vulnerability** button
+under the Security tab of github.com/openzfs/zfs, not a public issue. Paste the
+sections below there; the reproducer and the candidate fix are in this folder.
+
+"""
+
+
+def private_report(f: upstream.UpstreamFinding, ev: Evidence) -> str:
+    """What the security advisory form asks (description, steps, affected versions,
+    proof, impact), from the same parts as the public body."""
+    return (PRIVATE_NOTE.format(why=f.production)
+            + body(f, ev).replace("### Describe the problem you're observing",
+                                  "### Description and impact"))
 
 
 CORPUS = paths.PROJECT_ROOT / "cases" / "explore_corpus"
@@ -228,14 +253,17 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
         for p in sorted(hand.iterdir()):
             if p.is_file():
                 shutil.copy2(p, dest / p.name)
-    fixes = paths.patches_dir() / FIXES / fid
+    fixes = fix_folder(f)
     for p in sorted(fixes.glob("*.patch")) if fixes.is_dir() else []:
         shutil.copy2(p, dest / p.name)          # the candidate fix, attached
     dedupe_sequences(dest)
     for name in corpus_sequences(f):            # every shape that meets it, not one
         (dest / "sequences").mkdir(exist_ok=True)
         shutil.copy2(CORPUS / f"{name}.json", dest / "sequences" / f"{name}.json")
-    (dest / "issue.md").write_text(body(f, ev))
+    if f.private:                               # never a public body for it
+        (dest / "security-report.md").write_text(private_report(f, ev))
+    else:
+        (dest / "issue.md").write_text(body(f, ev))
     (dest / "source.txt").write_text(f"{ev.verdict.nodeid}\nrun {ev.case_dir.parent.parent.name}, "
                                      f"case folder {ev.case_dir.name}\n")
     scrub_folder(dest)

@@ -77,6 +77,19 @@ class UpstreamFinding:
     status: str = ""
     status_ref: str = ""
     status_why: str = ""
+    # What a build without --enable-debug does (ASSERTs compiled out), as measured
+    # (``suite build --production``, on the KASAN kernel where memory is at stake).
+    production: str = ""
+    # ``private``: a memory-safety result, reported through OpenZFS's security policy
+    # (GitHub's "Report a vulnerability"); export writes no public issue body for it.
+    disclosure: str = ""
+    # The folder of our candidate fix under patches/upstream/fixes/ (default: the id;
+    # one fix may serve two findings).
+    fix: str = ""
+
+    @property
+    def private(self) -> bool:
+        return self.disclosure == "private"
 
     def signature_of(self, kind: str) -> str:
         return dict(self.signatures).get(kind, self.signature)
@@ -155,6 +168,10 @@ def check(f: UpstreamFinding) -> list[str]:
         out.append(f"status {f.status}: say why (status_why)" +
                    (" and give the issue or commit (status_ref)"
                     if f.status in ("known", "fixed") else ""))
+    if f.disclosure not in ("", "public", "private"):
+        out.append(f"disclosure {f.disclosure!r}: public or private")
+    if f.private and not f.production:
+        out.append("disclosure private: say what a production build does (production)")
     if f.explore_hangs and not f.explore_hang_stack:
         out.append("explore_hangs needs explore_hang_stack: an op is avoided only after a "
                    "hang whose stacks match the known one")
@@ -168,22 +185,29 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     if not path.exists():
         return []
     data = tomllib.loads(path.read_text())
-    out = [UpstreamFinding(f["id"], f["title"], tuple(f["cases"]), tuple(f["kinds"]),
-                           f.get("seen", ""), f.get("where", ""), f.get("signature", ""),
-                           f.get("fixed_by", ""), tuple(f.get("explore_hangs", ())),
-                           f.get("linux_before", ""), tuple(f.get("explore_ops", ())),
-                           tuple(f.get("explore_after", ())), tuple(f.get("also", ())),
-                           bool(f.get("explore_direct", False)),
-                           f.get("explore_hang_stack", ""),
-                           tuple(sorted((f.get("signatures") or {}).items())),
-                           f.get("explore_why", ""), f.get("status", ""),
-                           f.get("status_ref", ""), f.get("status_why", ""))
-           for f in data.get("findings", [])]
+    out = [_entry(f) for f in data.get("findings", [])]
     wrong = [f"{f.id}: {w}" for f in out for w in check(f)]
     if wrong:
         raise SuiteError(f"{path}: {len(wrong)} finding entr{'y' if len(wrong) == 1 else 'ies'} "
                          f"would match more than their bug", fix="\n".join(wrong))
     return out
+
+
+_TUPLES = ("cases", "kinds", "explore_hangs", "explore_ops", "explore_after", "also")
+
+
+def _entry(f: dict) -> UpstreamFinding:
+    """One ``[[findings]]`` table as a finding: lists as tuples, ``[findings.signatures]``
+    as sorted pairs; a key the dataclass does not know is refused by name."""
+    known = set(UpstreamFinding.__dataclass_fields__)
+    unknown = sorted(set(f) - known)
+    if unknown:
+        raise SuiteError(f"finding {f.get('id', '?')}: unknown key(s) {', '.join(unknown)}",
+                         fix=f"use the fields of UpstreamFinding: {', '.join(sorted(known))}")
+    kw = {k: tuple(v) if k in _TUPLES else v for k, v in f.items()}
+    kw["signatures"] = tuple(sorted((f.get("signatures") or {}).items()))
+    kw["explore_direct"] = bool(f.get("explore_direct", False))
+    return UpstreamFinding(**kw)
 
 
 def symptom_kind(symptom: str) -> str:
