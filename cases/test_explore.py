@@ -87,6 +87,7 @@ def explore_budget(request: pytest.FixtureRequest, accel) -> Budget:
     return budget
 
 
+@pytest.mark.poisoned
 def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_budget, guests,
                  zfs_build):
     """Generated sequences, each op checked; a failure shrunk and shown. A sequence

@@ -42,6 +42,12 @@ def add_explore_options(addoption: Callable[..., Any]) -> None:
                 help="-m explore, a self-check of the trip path: the guest engine prints a "
                      "kernel WARNING once a write of data TOKEN lands; the sequence must stop "
                      "there as a trip naming that op, shrunk and confirmed on a fresh guest")
+    addoption("--explore-poison", choices=("on", "off"), default="on",
+                help="-m explore: boot explore's guests with the kernel's memory poisoning "
+                     "(slub_debug=FZP, page_poison, init_on_free: suite/guest/lifecycle.py "
+                     "POISON) so a field no one set reads 0x6b, not a zero the allocator "
+                     "happened to give; a red zone overrun or a write after free is "
+                     "reported by SLUB (default on; off: the plain kernel, faster)")
     addoption("--explore-target", choices=("file", "zvol"), default="file",
                 help="-m explore: each sequence on a fresh file of the case's dataset "
                      "(default) or on a fresh zvol under it (suite/explore/targets.py)")

@@ -52,9 +52,12 @@ def shape_of(item: pytest.Item) -> GuestShape:
 def run_shape(item: pytest.Item) -> GuestShape:
     """The shape a case's guest boots with: its own, plus the kernel's memory
     poisoning on every guest of a ``--poison`` run (one shape for the run: the
-    cases still spread over the workers as they would without it)."""
+    cases still spread over the workers as they would without it) and on a case
+    marked ``poisoned`` (explore) unless ``--explore-poison off``."""
     shape = shape_of(item)
-    if item.config.getoption("poison", False):
+    poisoned = item.get_closest_marker("poisoned") is not None \
+        and item.config.getoption("explore_poison", "on") != "off"
+    if poisoned or item.config.getoption("poison", False):
         shape = replace(shape, append=tuple(dict.fromkeys((*shape.append, *POISON))))
     return shape
 

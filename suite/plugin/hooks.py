@@ -53,6 +53,8 @@ MARKERS = [
     "build, by profile; deselected unless -m selects it",
     "explore: seeded op sequences checked against a byte model, a failure shrunk "
     "(suite/explore); deselected unless -m selects it",
+    "poisoned: the guest boots with the kernel's memory poisoning unless --explore-poison off "
+    "(explore: a field a constructor forgets reads poison, not a lucky zero)",
     "quick(*ids): the variants of this case function the quick tier runs (--tier quick)",
     "canary(*kinds): damages what a judge looks at; passes only when the after-case "
     "judges report each symptom kind (cases/test_canaries.py); deselected unless -m "
