@@ -116,3 +116,51 @@ def test_a_sync_held_write_gets_a_sync_later_write_and_an_error_frees_no_busy_bu
         buf.close()
     finally:
         t.close()
+
+
+def test_a_barrier_timed_under_a_stream_is_late_only_when_it_outlived_later_writes(
+        ddir: Path, monkeypatch):
+    """``stream``: fsync while the held write is in flight, then four later writes of the
+    same bytes to the same range. A barrier that returned at once is fine (its timing is
+    said); one that waited until writes submitted after it completed, more than half a
+    hold past the write before it, is ``late-barrier`` (fsync starved by a write stream,
+    async-dio 317cbaa578). The fsync's wait is simulated here; in a guest it is the
+    kernel's (docs/measurements.md)."""
+    import time as time_mod
+    import pytest
+    from suite.ioengine.explore import held
+    from suite.ioengine.explore.model import Ctx, Model
+    from suite.ioengine.explore.requests import IoBuffer, Target
+    from suite.ioengine.explore.step import Step
+    monkeypatch.setattr(held, "async_path_on", lambda: True)
+    t = Target(str(ddir / "held.bin"), str(ddir / "held"), False, 30.0)
+    if t.dfd is None:
+        pytest.skip("no O_DIRECT on this host's temporary file system")
+    real_fsync = os.fsync
+    try:
+        s = Step("held_write", iface="libaio", off=0, len=8192, data=1, then="stream",
+                 slow_ms=1000)
+        ctx = Ctx(target=t, model=Model(bytearray(8192)), seed=1, source=b"")
+        for starved in (False, True):
+            buf = IoBuffer("anon", 8192, 0, 1, t.shm_path, for_read=False)
+            buf.fill(ctx.data(1, 0, 8192))
+            try:
+                io = held.Inflight(t, s, True, buf)
+            except OSError as e:
+                pytest.skip(f"libaio here: {e}")
+            io.start()
+            assert io.wait(30.0) == 8192
+            monkeypatch.setattr(held.os, "fsync", (lambda fd: (time_mod.sleep(2.5),
+                                                               real_fsync(fd)))
+                                if starved else real_fsync)
+            out = held._stream(ctx, s, io)
+            if starved:
+                assert out is not None and out.kind == "late-barrier"
+                assert "after 4 of 4 later writes completed" in out.why
+            else:
+                assert out is None and "after 0 of 4 later writes completed" in io.timing
+            assert os.pread(t.fd, 8192, 0) == ctx.data(1, 0, 8192), "the same bytes again"
+            io.close()
+            buf.close()
+    finally:
+        t.close()

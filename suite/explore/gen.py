@@ -352,7 +352,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = flag_requests(ops, random.Random(f"flags:{seed}"), ch.flags_share)
     if zfs_ops and target == "file" and ch.held_share and \
             {"held_read", "held_write"} <= set(ch.ops):
-        ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props)
+        ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props,
+                            stream=random.Random(f"held-stream:{seed}"))
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).

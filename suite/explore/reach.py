@@ -32,7 +32,8 @@ CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
 MOVERS = ("copy_range",) + TRANSFER_OPS + OUTWARD
 ACTOR_COUNTS = (1, 2, 3, 4)
 HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
-                                            for t in ("fsync", "syncfs", "later_write")]
+                                            for t in ("fsync", "syncfs", "later_write",
+                                                      "stream")]
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
 

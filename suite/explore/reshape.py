@@ -74,19 +74,27 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
     return _redraw(ops, READS + WRITES, draw)
 
 
+STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream of writes
+
+
 def hold_requests(ops: list[Op], r: random.Random, share: float,
-                  props: dict[str, str] | None = None) -> list[Op]:
+                  props: dict[str, str] | None = None,
+                  stream: random.Random | None = None) -> list[Op]:
     """``share`` of the O_DIRECT reads and writes (aligned, one buffer of their own;
     sync, libaio, io_uring) become a request held in flight by ``zinject -E`` while something else runs
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
     a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
     (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
-    hold). The generator advances on reads and writes alone."""
+    hold). A held write's ``then`` is ``stream`` (fsync timed under a stream of later
+    writes) for ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own.
+    The generators advance on reads and writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
     def draw(o: Op) -> Op:
         roll = r.random()
         then = r.choice(("rollback",) if o.op in READS else ("fsync", "syncfs", "later_write"))
+        if stream is not None and stream.random() < STREAM_SHARE and o.op in WRITES:
+            then = "stream"
         hold_ms = r.choice((1000, 3000))
         if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                 o.buf not in ("racing", "holed") and not o.limit and not o.flags and \

@@ -15,7 +15,13 @@ FILE``), then, while it is held, run ``then``:
 - ``later_write`` (a write): ``syncfs`` begins while the write is held, then a
   later async write to another file of the dataset is submitted and completes at
   once: the barrier must still wait for the held write (a later write must not
-  satisfy it: ``early-barrier``, the review's barrier-satisfied-by-later-write).
+  satisfy it: ``early-barrier``, the review's barrier-satisfied-by-later-write);
+- ``stream`` (a write): ``fsync`` begins while the write is held, then a stream of
+  later async writes to the same file (the held write's range and bytes again, each
+  held as long) is submitted behind it. The barrier's latency is judged: a barrier
+  that returns only after a write submitted after it completed, and more than half a
+  hold after the write submitted before it, waited for the stream
+  (``late-barrier``, the review's fsync starved by a write stream).
 
 Then the hold is lifted, the request reaped and judged: a read's bytes are the
 model's (the snapshot's bytes are the model's when it was taken), or a clean error;
@@ -30,6 +36,7 @@ import os
 import threading
 import time
 
+from ..plan import errno_name
 from ..queues import IoOp
 from .file import evict, flush_arc
 from .model import Ctx, Model, Outcome, check_bytes, error, failed
@@ -39,7 +46,7 @@ from .step import Step
 from .zfs import Snap, _no_zfs
 
 HELD_OPS = ("held_read", "held_write")
-THEN = {"held_read": ("rollback",), "held_write": ("fsync", "syncfs", "later_write")}
+THEN = {"held_read": ("rollback",), "held_write": ("fsync", "syncfs", "later_write", "stream")}
 SETTLE_S = 0.2              # after submitting, before ``then``: the request reaches the disk
 CLEAN_READ_ERRORS = (errno_mod.EIO, errno_mod.ENOENT, errno_mod.ESTALE, errno_mod.EBADF)
 
@@ -74,6 +81,7 @@ class Inflight:
 
     def __init__(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
         self.res: int | None = None
+        self.timing = ""                    # then=stream: the barrier's latency, said
         self.q = None if s.iface == "sync" else t._make_queue(s.iface)
         self.submit_failed = False
         self.thread = threading.Thread(target=self._issue, args=(t, s, write, buf),
@@ -136,6 +144,8 @@ def _then(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
         return None
     if s.then == "later_write":
         return _later_write(ctx, s, io)
+    if s.then == "stream":
+        return _stream(ctx, s, io)
     queued = io.submitted() and not io.done()      # submitted before it, not complete
     if s.then == "syncfs":
         if (err := syncfs(t.fd)):
@@ -200,6 +210,70 @@ def _later_write(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
     return None
 
 
+STREAM_WRITES = 4          # later writes in the stream, one every half hold
+
+
+def _stream(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
+    """``fsync`` (a thread) while the held write is in flight, then STREAM_WRITES later
+    async writes of the same bytes to the same range (the model is unchanged by them),
+    one every half hold, each held as long by the same ``zinject -E``. Timed on
+    CLOCK_MONOTONIC: when the held write completed, when each later write did, when
+    the barrier returned. Judged only where the async O_DIRECT path is on (the series'
+    contract: a barrier waits for the writes submitted before it, not after)."""
+    t, hold_s = ctx.target, max(1, s.slow_ms) / 1000.0
+    at: dict[str, float | int] = {}
+    begun = time.monotonic()
+
+    def barrier() -> None:
+        os.fsync(t.fd)
+        at["barrier"] = time.monotonic()
+
+    data = ctx.data(s.data, s.off, s.len)
+    bufs = [IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=False)
+            for _ in range(STREAM_WRITES)]
+    later: list[float] = []
+    results: list[int] = []
+    q = t._make_queue("libaio" if s.iface == "sync" else s.iface)
+
+    def streamer() -> None:
+        for i, b in enumerate(bufs):
+            time.sleep(max(0.0, begun + LATE_AFTER_S + i * hold_s / 2 - time.monotonic()))
+            b.fill(data)
+            q.submit([IoOp(100 + i, True, t.dfd, s.off, b, False)])
+        while len(results) < len(bufs):
+            for _tag, res in q.reap(1, len(bufs) - len(results), 1.0):
+                results.append(res)
+                later.append(time.monotonic())
+
+    th = threading.Thread(target=barrier, name="explore-barrier", daemon=True)
+    st = threading.Thread(target=streamer, name="explore-stream", daemon=True)
+    th.start()
+    st.start()
+    deadline = begun + t.timeout_s * 4 + hold_s * (STREAM_WRITES + 2)
+    while (th.is_alive() or st.is_alive()) and time.monotonic() < deadline:
+        if "held" not in at and io.done():
+            at["held"] = time.monotonic()
+        time.sleep(0.02)
+    if th.is_alive() or st.is_alive():
+        return None                         # still waiting: the host's watchdog
+    at.setdefault("held", time.monotonic() if io.done() else float("inf"))
+    q.close()
+    for b in bufs:
+        b.close()
+    if (bad := [r for r in results if r != s.len]):
+        return failed("short" if all(r >= 0 for r in bad) else f"error:{errno_name(-bad[0])}",
+                      f"a later write of the stream returned {bad[0]} of {s.len}")
+    waited = at["barrier"] - max(at["held"], begun)
+    outlived = sum(1 for x in later if x < at["barrier"])
+    timing = (f"fsync returned {at['barrier'] - begun:.2f} s after it began, {waited:.2f} s "
+              f"after the write submitted before it completed, after {outlived} of "
+              f"{STREAM_WRITES} later writes completed (hold {hold_s:.1f} s)")
+    io.timing = timing
+    if async_path_on() and s.iface != "sync" and outlived and waited > hold_s / 2:
+        return failed("late-barrier", f"{timing}: it waited for writes submitted after it")
+    return None
+
+
 def op_held(ctx: Ctx, s: Step) -> Outcome:
     write = s.op == "held_write"
     if (o := _no_zfs(ctx, s)) is not None:
@@ -240,7 +314,8 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
             return failed("hang", f"{s.op}: no completion within {t.timeout_s}s of the hold "
                           "lifted")
         o = found or _judge(ctx, s, write, buf, data, model, res)
-        o.extra.update({"held": held, "then": s.then})
+        o.extra.update({"held": held, "then": s.then,
+                        **({"timing": io.timing} if io.timing else {})})
         return o
     finally:
         _release(ctx)

@@ -56,9 +56,9 @@ class Step:
         if s.barrier not in ("", "fsync", "fdatasync", "syncfs", "dsync"):
             raise ValueError(f"op {s.op!r}: barrier {s.barrier!r} is not fsync, fdatasync, "
                              "syncfs or dsync")
-        if s.then not in ("", "rollback", "fsync", "syncfs", "later_write"):
-            raise ValueError(f"op {s.op!r}: then {s.then!r} is not rollback, fsync, syncfs "
-                             "or later_write")
+        if s.then not in ("", "rollback", "fsync", "syncfs", "later_write", "stream"):
+            raise ValueError(f"op {s.op!r}: then {s.then!r} is not rollback, fsync, syncfs, "
+                             "later_write or stream")
         if s.flags not in ("", "append", "dsync", "nowait", "hipri"):
             raise ValueError(f"op {s.op!r}: flags {s.flags!r} is not append, dsync, nowait "
                              "or hipri")
