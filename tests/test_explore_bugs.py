@@ -249,7 +249,7 @@ def test_a_commit_shared_by_several_bugs_runs_explore_once(tmp_path, monkeypatch
     monkeypatch.setattr(cases, "run_cases", lambda *a, **k: pytest.fail("ran suite cases"))
     calls: list[tuple[str, str]] = []
 
-    def fake(name, commit, root, extra, plan):
+    def fake(name, commit, root, extra, plan, kernel=""):
         calls.append((name, commit))
         return ExploreAt(commit[:11], "900s", sequences=2)
     monkeypatch.setattr(explorebugs, "run_explore_at", fake)
@@ -263,11 +263,42 @@ def test_a_commit_shared_by_several_bugs_runs_explore_once(tmp_path, monkeypatch
     assert "not run here (explore only)" in capsys.readouterr().out
 
 
+def test_a_bug_that_names_a_kernel_is_explored_there_in_a_run_of_its_own(tmp_path, monkeypatch):
+    """A use-after-free only KASAN reports: the bug names the debug kernel, so explore at
+    its commit runs twice, on the default kernel (shared by the other bugs there) and on
+    that one (its cell reads that run); --explore-from tells the two apart by the kernel
+    profile in each run's build record."""
+    import dataclasses
+    uaf = dataclasses.replace(bug("uaf", bad=OTHER, kinds=("kernel:kasan",)),
+                              kernel="debian-6.1-debug")
+    m = manifest(bug("a", bad=OTHER), uaf)
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    calls: list[tuple[str, str]] = []
+
+    def fake(name, commit, root, extra, plan, kernel=""):
+        calls.append((commit, kernel))
+        return ExploreAt(commit[:11], "900s", sequences=9 if kernel else 2)
+    monkeypatch.setattr(explorebugs, "run_explore_at", fake)
+    knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)])
+    assert sorted(calls) == [(OTHER, ""), (OTHER, "debian-6.1-debug")]
+    md = next(tmp_path.glob("bugs-*/explore-at-bad.md")).read_text()
+    assert "(9 sequences)" in row_of(md, "uaf") and "(2 sequences)" in row_of(md, "a")
+    # read back: each run matched to its kernel by the build record
+    for name, profile in (("plain", "debian-6.1"), ("debug", "debian-6.1-debug")):
+        s = explore_session(tmp_path / "from", name, OTHER, n=2 if name == "plain" else 5)
+        rec = next(s.glob("*/build/record-*.json"))
+        rec.write_text(json.dumps({**json.loads(rec.read_text()),
+                                   "kernel": {"profile": profile}}))
+    assert read_explore_at(OTHER, [tmp_path / "from"], kernel="debian-6.1-debug").sequences == 5
+    assert read_explore_at(OTHER, [tmp_path / "from"]).sequences == 2
+
+
 def test_an_inconclusive_explore_alone_exits_non_zero(tmp_path, monkeypatch):
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": manifest(bug())})
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     monkeypatch.setattr(explorebugs, "run_explore_at",
-                        lambda *a: ExploreAt(BAD[:11], problem="guest lost"))
+                        lambda *a, **k: ExploreAt(BAD[:11], problem="guest lost"))
     assert knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)]) == 1
 
 

@@ -210,12 +210,22 @@ def built_commits(run: Path) -> list[str]:
     return out
 
 
+def built_kernel(run: Path) -> str:
+    """The kernel profile a run's build was for (``kernel.profile`` of its build record)."""
+    for rec in sorted((run / "build").glob("record-*.json")):
+        name = (_json(rec).get("kernel") or {}).get("profile")
+        if name:
+            return str(name)
+    return ""
+
+
 @dataclass
 class Earlier:
     summary: Path
     commits: list[str]
     target: str
     finished: bool          # its case wrote verdict.json
+    kernel: str = ""        # the kernel profile its build was for (record's kernel name)
 
 
 def earlier_runs(roots: list[Path]) -> list[Earlier]:
@@ -228,18 +238,21 @@ def earlier_runs(roots: list[Path]) -> list[Earlier]:
                 run = p.parents[3]
                 seen[p.resolve()] = Earlier(p, built_commits(run),
                                             str(_json(p).get("target") or "file"),
-                                            (p.parent.parent / "verdict.json").exists())
+                                            (p.parent.parent / "verdict.json").exists(),
+                                            built_kernel(run))
     return sorted(seen.values(), key=lambda e: (e.summary.parents[3].name,
                                                 e.summary.stat().st_mtime), reverse=True)
 
 
 def read_explore_at(commit: str, roots: list[Path], target: str = "file",
-                    runs: list[Earlier] | None = None) -> ExploreAt:
+                    runs: list[Earlier] | None = None, kernel: str = "") -> ExploreAt:
     """What explore saw at ``commit`` in earlier runs under ``roots``: the newest
-    finished run on ``target`` whose build was at that commit."""
+    finished run on ``target`` whose build was at that commit, on ``kernel`` where a
+    bug names one (else on any other)."""
     runs = earlier_runs(roots) if runs is None else runs
     at = [e for e in runs if any(c.startswith(commit[:11]) or commit.startswith(c)
-                                 for c in e.commits)]
+                                 for c in e.commits)
+          and (e.kernel == kernel if kernel else not e.kernel.endswith("-debug"))]
     mine = [e for e in at if e.target == target]
     if not mine:
         c = commit[:11]
@@ -271,10 +284,25 @@ class ExploreLane(Lane):
     read_from: list[Path] = field(default_factory=list)
 
     def at(self, name: str, commit: str, root: Path, extra: list[str],
-           base: bool = False) -> ExploreAt:
+           base: bool = False, kernel: str = "") -> ExploreAt:
         if self.read_from:
-            return read_explore_at(commit, self.read_from, self.target)
-        return run_explore_at(name, commit, root, extra, self)
+            return read_explore_at(commit, self.read_from, self.target, kernel=kernel)
+        return run_explore_at(name, commit, root, extra, self, kernel=kernel)
+
+    @staticmethod
+    def key(b: KnownBug) -> str:
+        """One run per bad commit and kernel: a bug that names a kernel (``kernel =
+        "debian-6.1-debug"``: a use-after-free only KASAN reports) is explored there, in
+        a run of its own beside the default kernel's, shared by the bugs that name it."""
+        return b.bad[:11] + (f"@{b.kernel}" if b.kernel else "")
+
+    def visit(self, m, bug: KnownBug, role: str, commit: str, root: Path,
+              extra: list[str]) -> None:
+        if role == "bad" and self.key(bug) not in self.runs:
+            self.runs[self.key(bug)] = self.at(m.name, commit, root, extra, kernel=bug.kernel)
+
+    def run(self, bug: KnownBug) -> ExploreAt | None:
+        return self.runs.get(self.key(bug))
 
     def cell(self, b: KnownBug) -> str:
         """The ``explore at bad`` cell of bug ``b``."""
@@ -286,12 +314,13 @@ class ExploreLane(Lane):
 
 
 def run_explore_at(name: str, commit: str, root: Path, extra: list[str],
-                   plan: ExploreLane) -> ExploreAt:
+                   plan: ExploreLane, kernel: str = "") -> ExploreAt:
     from suite.explore.lane import run_lane
-    results = root / "explore" / commit[:11]
+    results = root / "explore" / (commit[:11] + (f"-{kernel}" if kernel else ""))
     print(f"==> explore at {name}@{commit[:11]} (seed {plan.seed}, budget {plan.budget}, "
-          f"target {plan.target})", flush=True)
-    run_lane(["--series", f"{name}@{commit[:11]}"], plan.seed, plan.budget, list(extra),
+          f"target {plan.target}{', kernel ' + kernel if kernel else ''})", flush=True)
+    build = ["--series", f"{name}@{commit[:11]}", *(["--kernel", kernel] if kernel else [])]
+    run_lane(build, plan.seed, plan.budget, list(extra),
              results=results, target=plan.target, findings=plan.findings, known=plan.known)
     out = read_session(results, commit)
     print(f"<== explore at {commit[:11]}: {out.describe()}; {results}", flush=True)
