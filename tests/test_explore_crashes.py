@@ -255,6 +255,43 @@ def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: 
                      ex.last[next(iter(ex.last))]) is not None
 
 
+def test_a_hang_this_run_found_is_avoided_once_shrunk(tmp_path: Path):
+    """A hang no table knows (async-dio 317cbaa578: every fsync of a poisoned znode
+    waits for good) is shrunk once; from then on its op is generated no more, so the
+    run goes on to other ops instead of paying a boot for it in every sequence."""
+    class Hangs:
+        def __init__(self) -> None:
+            self.fsyncs = 0
+
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            ops = json.loads(seq_file.read_text())["ops"]
+            lines = []
+            for i, op in enumerate(ops):
+                lines.append({"event": "begin", "i": i, "op": op["op"]})
+                if op["op"] == "fsync":
+                    self.fsyncs += 1
+                    return RunOutput(lines, None, "", Trip(
+                        "hang", "no progress", i, "fsync",
+                        ("--- pid 7 (python3) state=D ---", "[<0>] zfs_fsync+0x9/0x90 [zfs]"),
+                        True))
+                lines.append(ok_line(i, op["op"]))
+            lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+            return RunOutput(lines, 0, "")
+
+    guest = Hangs()
+    ex = Explorer(guest, settings(tmp_path, kernel_release="6.1.0-57-amd64", max_findings=3),
+                  Choices(), log=lambda _: None)
+    res = ex.run(1, parse_budget("30x"))
+    assert len(res.findings) == 1 and res.findings[0].verdict.kind == "hang"
+    assert "fsync" not in ex.choices.ops
+    assert res.avoided and res.avoided[0]["op"] == "fsync"
+    assert "this run's finding" in res.avoided[0]["why"]
+    shrink_and_confirm = guest.fsyncs - 1
+    assert shrink_and_confirm >= 1, "the first one was shrunk and confirmed"
+    after = [r for r in res.runs if r.get("repeat_of")]
+    assert not after, "no later sequence paid for the same hang again"
+
+
 def test_a_known_upstream_failure_in_a_new_shape_is_named_not_shrunk_on_old_kernels():
     from suite.explore.crashes.avoid import known_failure
     from suite.report.upstream import load

@@ -40,7 +40,7 @@ from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import (kernel_limit_claims, past_known, past_known_hang,
                                   sequences_run)
-from suite.explore.reach import run_reach
+from suite.explore.reach import MOVERS, run_reach
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
@@ -446,11 +446,16 @@ class Explorer:
                     result.runs[-1]["repeat_of"] = found[sig]
                     self.log(f"explore: sequence {k} (seed {seq.seed}) fails as seed "
                              f"{found[sig]} did ({' '.join(sig)}): not shrunk again")
+                    if self.avoid_found_hang(v, seq.seed, found[sig], result, cover):
+                        resume = past_known_hang(seq, v, v.trip.op_kind, resumes)
+                        if resume:
+                            continue
                 else:
                     found[sig] = seq.seed
                     result.findings.append(self.investigate(k, seq, v))
                     if len(result.findings) >= self.s.max_findings:
                         break
+                    self.avoid_found_hang(v, seq.seed, seq.seed, result, cover)
             k += 1
             self._save(result, t0)
         result.boots = self.boots
@@ -466,14 +471,31 @@ class Explorer:
         return generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
                         self.s.file_size_max, self.choices)
 
-    def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult) -> None:
-        """Generate no more ``op``: its hang is ``finding`` on this kernel."""
+    def avoid_found_hang(self, v: Verdict, seed: int, first: int, result: ExploreResult,
+                         cover: Any) -> bool:
+        """A hang in an op this run has found already (shrunk at seed ``first``): another
+        costs a boot and says nothing new, so the op is generated no more, as for a
+        known hang (syzkaller's disabled call). True when the op is avoided."""
+        op = v.trip.op_kind if v.trip is not None and v.trip.kind == "hang" else None
+        if not op or op not in self.choices.ops:
+            return False
+        self.avoid(op, None, seed, result, label=f"this run's finding (seed {first})")
+        if cover is not None and op in MOVERS:      # never drawn again: nothing will run it
+            cover.give_up(f"moved:{op}")
+        return True
+
+    def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult,
+              label: str = "") -> None:
+        """Generate no more ``op``: its hang is ``finding`` on this kernel (or, with
+        ``label``, a finding of this run)."""
         if op not in self.choices.ops:
             return
         self.choices = replace(self.choices, ops=tuple(o for o in self.choices.ops if o != op))
-        why = (f"{op} hangs on this kernel ({self.s.kernel_release or '?'}): known upstream "
-               f"finding {finding.id}")
-        result.avoided.append({"op": op, "seed": seed, "finding": finding.id, "why": why})
+        name = label or f"known upstream finding {finding.id}"
+        why = f"{op} hangs on this kernel ({self.s.kernel_release or '?'}): {name}"
+        result.avoided.append({"op": op, "seed": seed,
+                               "finding": finding.id if finding is not None else label,
+                               "why": why})
         self.log(f"explore: sequence seed {seed}: {why}; {op} avoided from now on "
                  f"(as --explore-avoid {op})")
 

@@ -51,7 +51,7 @@ from .step import CRASH_OPS, POWER_OPS, SOURCE_OPS, Step
 
 WRITE_OPS = ("pwrite", "pwritev")
 from .zfs import ZfsTools, destroy_snapshots, recover
-from .requests import Target
+from .requests import Target, syncfs
 from .served import Meter, asks_direct, path_of, pool_of
 from ..plan import EXIT_FAILED, EXIT_OK, EXIT_USAGE, errno_name
 from ..trials import emit
@@ -73,11 +73,16 @@ def load_sequence(path: str) -> tuple[dict[str, Any], list[Step]]:
 
 
 def lay_down(target: Target, data: bytes, drop_caches: bool = False) -> None:
-    """The initial content, buffered, synced, and dropped from the page cache."""
+    """The initial content, buffered, synced, and dropped from the page cache. A file
+    is synced with ``syncfs``, not ``fsync``: the setup is the harness's, and a drawn
+    op's path it took would hang or fail every sequence there before its first op
+    (async-dio 317cbaa578's fsync on a poisoned znode); ``fsync`` stays a drawn op. A
+    block device: ``fsync`` (syncfs there syncs the bdev's pseudo file system)."""
     pos = 0
     while pos < len(data):
         pos += os.pwrite(target.fd, data[pos:pos + (1 << 20)], pos)
-    os.fsync(target.fd)
+    if target.blockdev or syncfs(target.fd):
+        os.fsync(target.fd)
     evict(target.fd, drop_caches)
 
 
@@ -151,7 +156,7 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     drop_caches = drop_caches and seq.get("evict") == "drop"
     # Said before it runs, like each op: a kernel that dies in the setup is named there.
     emit({"event": "setup", "what": (callers.describe(loop) if loop else f"create {path}, ") +
-          f"write {len(init)} bytes, fsync, POSIX_FADV_DONTNEED"})
+          f"write {len(init)} bytes, syncfs, POSIX_FADV_DONTNEED"})
     try:
         if loop is not None:            # the ops go to the caller set up over the file
             path, blockdev = loop.attach(timeout_s), loop.blockdev
