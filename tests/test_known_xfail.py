@@ -36,6 +36,15 @@ cases = ["test_panic_known", "test_panic_other", "test_harness_no_result", "test
 kinds = ["kernel:spl_panic"]
 signature = "VERIFY0\\\\(len\\\\) failed"
 also = ["no-result", "D-state"]
+
+[[findings]]
+id = "two-locks"
+title = "lockdep: two locks of one class"
+cases = ["*"]
+kinds = ["kernel:lockdep"]
+signature = "circular locking.*ms_lock"
+status = "false-positive"
+status_why = "different dnodes share one class"
 '''
 
 CASES = '''
@@ -86,6 +95,15 @@ def test_harness_no_result(zfs_build, symptom):
 def test_left_waiting(zfs_build, symptom):
     symptom("D-state", "886 (python3)", stack=("zfs_dio_wait",))
     assert False, "stuck"
+
+@pytest.fixture
+def judged_after(symptom):
+    yield
+    symptom("kernel:lockdep", "possible circular locking dependency ms_lock dn_dbufs_mtx")
+    pytest.fail("the kernel reported after the case")
+
+def test_false_positive_after(zfs_build, judged_after):
+    pass
 '''
 
 
@@ -117,7 +135,7 @@ def verdicts(pytester: pytest.Pytester) -> dict[str, dict]:
 def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
         pytester, workers):
     res = run(pytester, *workers)
-    res.assert_outcomes(passed=2, failed=5, xfailed=2, xpassed=1)
+    res.assert_outcomes(passed=3, failed=5, xfailed=2, xpassed=1)
     out = res.stdout.str()
     assert "XFAIL" in out and "known upstream finding stale-read" in out
     assert "XPASS" in out and "fixed upstream? retire the finding" in out
@@ -135,6 +153,8 @@ def test_a_failure_by_a_known_finding_alone_is_xfail_and_a_named_pass_is_xpass(
     assert v["test_panic_other"]["outcome"] == "failed", "a panic of another title is new"
     assert v["test_harness_no_result"]["outcome"] == "failed", "no-result alone is no finding"
     assert v["test_left_waiting"]["outcome"] == "failed", "a consequence alone is no finding"
+    assert v["test_false_positive_after"]["outcome"] == "passed"
+    assert v["test_false_positive_after"]["reason"].startswith("false positive retired: two-locks")
     cases = {tc.get("name"): tc for tc in ET.parse(pytester.path / "junit.xml").iter("testcase")}
     skipped = cases["test_known"].find("skipped")
     assert skipped is not None and skipped.get("type") == "pytest.xfail"
@@ -202,3 +222,23 @@ def test_expected_outcomes_by_rule():
         "a series may carry its own fix: its pass is no news about upstream"
     assert expected("c.py::test_c[a]", True, ["wrong-bytes: x"], [f], series=True).outcome \
         == "xfailed"
+
+
+def test_a_false_positive_is_retired_from_the_xfail_list():
+    """A report upstream status calls a false positive fails no case and xfails none:
+    a case whose call passed and whose after-case judge met only that report passes,
+    naming it; beside a failure of the call itself, or another symptom, it is no
+    cover for anything."""
+    fp = UpstreamFinding("two-locks", "lockdep: two locks", ("*",), ("kernel:lockdep",),
+                         signature="circular locking.*ms_lock", status="false-positive",
+                         status_why="different dnodes, one class")
+    report = ["kernel:lockdep: possible circular locking dependency ms_lock dn_dbufs_mtx"]
+    e = expected("c.py::test_x", True, report, [fp], call_failed=False)
+    assert e is not None and e.outcome == "passed" and "false positive retired: two-locks" \
+        in e.reason and "different dnodes" in e.reason
+    assert expected("c.py::test_x", True, report, [fp], call_failed=True) is None, \
+        "the call failed: not the report's doing"
+    assert expected("c.py::test_x", True, [*report, "wrong-bytes: x"], [fp],
+                    call_failed=False) is None
+    other = ["kernel:lockdep: possible circular locking dependency zv_suspend_lock"]
+    assert expected("c.py::test_x", True, other, [fp], call_failed=False) is None

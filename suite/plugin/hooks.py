@@ -386,7 +386,8 @@ def _write_verdict(item: pytest.Item, teardown: pytest.TestReport) -> None:
         outcome = "passed"
     symptoms = list(getattr(item, "ozfs_symptoms", []))
     if outcome in ("passed", "failed"):
-        e = expected.judge(item, outcome == "failed", [s.signed() for s in symptoms])
+        e = expected.judge(item, outcome == "failed", [s.signed() for s in symptoms],
+                           call_failed=call is not None and call.failed)
         if e is not None:
             outcome, reason = e.outcome, e.reason[:300]
     v = CaseVerdict(item.nodeid, outcome, symptoms, reason)
