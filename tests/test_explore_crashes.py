@@ -206,6 +206,26 @@ def test_a_hang_is_several_times_the_slowest_op_scaled_and_setup_has_its_own():
 PIPE_WAIT = ("--- pid 5 (python3) state=S wchan=pipe_read ---", "[<0>] pipe_read+0x2a/0x400")
 
 
+class HangsIn:
+    """A guest whose ``op`` never returns, its tasks waiting in ``stack`` (killable: the
+    guest stays fit); ``hung`` counts the times."""
+    def __init__(self, op: str, stack: tuple[str, ...]) -> None:
+        self.op, self.stack, self.hung = op, stack, 0
+
+    def run_sequence(self, seq_file, target, timeout_s, extra=()):
+        ops = json.loads(seq_file.read_text())["ops"]
+        lines = []
+        for i, op in enumerate(ops):
+            lines.append({"event": "begin", "i": i, "op": op["op"]})
+            if op["op"] == self.op:
+                self.hung += 1
+                return RunOutput(lines, None, "", Trip("hang", "no progress", i, self.op,
+                                                       self.stack, True))
+            lines.append(ok_line(i, op["op"]))
+        lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+        return RunOutput(lines, 0, "")
+
+
 def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: Path):
     splice = UpstreamFinding("sendfile-from-direct-always-moves-nothing", "t", (), ("hang",),
                              explore_hangs=("splice", "sendfile"), linux_before="6.5",
@@ -221,29 +241,11 @@ def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: 
     assert known_hang(Trip("hang", "x", 1, "pwrite"), "6.1.0", [splice]) is None
     assert older("6.1.0-57-amd64", "6.5") and not older("weird", "6.5")
 
-    class Hangs:
-        """A guest whose splice never returns (killable: the guest stays fit)."""
-        def __init__(self) -> None:
-            self.spliced = 0
-
-        def run_sequence(self, seq_file, target, timeout_s, extra=()):
-            ops = json.loads(seq_file.read_text())["ops"]
-            lines = []
-            for i, op in enumerate(ops):
-                lines.append({"event": "begin", "i": i, "op": op["op"]})
-                if op["op"] == "splice":
-                    self.spliced += 1
-                    return RunOutput(lines, None, "", Trip("hang", "no progress", i, "splice",
-                                                           PIPE_WAIT, True))
-                lines.append(ok_line(i, op["op"]))
-            lines.append({"event": "explore-done", "ok": True, "failed_at": None})
-            return RunOutput(lines, 0, "")
-
-    guest = Hangs()
+    guest = HangsIn("splice", PIPE_WAIT)
     ex = Explorer(guest, settings(tmp_path, kernel_release="6.1.0-57-amd64",
                                   upstream=[splice]), Choices(), log=lambda _: None)
     res = ex.run(1, parse_budget("30x"))
-    assert guest.spliced == 1, "splice drawn again after its known hang"
+    assert guest.hung == 1, "splice drawn again after its known hang"
     assert res.avoided and res.avoided[0]["op"] == "splice" and not res.findings
     assert res.known == 1 and "splice" not in ex.choices.ops
     # the sequence that hung ran again past it, without splice, and got to its end
@@ -259,26 +261,8 @@ def test_a_hang_this_run_found_is_avoided_once_shrunk(tmp_path: Path):
     """A hang no table knows (async-dio 317cbaa578: every fsync of a poisoned znode
     waits for good) is shrunk once; from then on its op is generated no more, so the
     run goes on to other ops instead of paying a boot for it in every sequence."""
-    class Hangs:
-        def __init__(self) -> None:
-            self.fsyncs = 0
-
-        def run_sequence(self, seq_file, target, timeout_s, extra=()):
-            ops = json.loads(seq_file.read_text())["ops"]
-            lines = []
-            for i, op in enumerate(ops):
-                lines.append({"event": "begin", "i": i, "op": op["op"]})
-                if op["op"] == "fsync":
-                    self.fsyncs += 1
-                    return RunOutput(lines, None, "", Trip(
-                        "hang", "no progress", i, "fsync",
-                        ("--- pid 7 (python3) state=D ---", "[<0>] zfs_fsync+0x9/0x90 [zfs]"),
-                        True))
-                lines.append(ok_line(i, op["op"]))
-            lines.append({"event": "explore-done", "ok": True, "failed_at": None})
-            return RunOutput(lines, 0, "")
-
-    guest = Hangs()
+    guest = HangsIn("fsync", ("--- pid 7 (python3) state=D ---",
+                              "[<0>] zfs_fsync+0x9/0x90 [zfs]"))
     ex = Explorer(guest, settings(tmp_path, kernel_release="6.1.0-57-amd64", max_findings=3),
                   Choices(), log=lambda _: None)
     res = ex.run(1, parse_budget("30x"))
@@ -286,7 +270,7 @@ def test_a_hang_this_run_found_is_avoided_once_shrunk(tmp_path: Path):
     assert "fsync" not in ex.choices.ops
     assert res.avoided and res.avoided[0]["op"] == "fsync"
     assert "this run's finding" in res.avoided[0]["why"]
-    shrink_and_confirm = guest.fsyncs - 1
+    shrink_and_confirm = guest.hung - 1
     assert shrink_and_confirm >= 1, "the first one was shrunk and confirmed"
     after = [r for r in res.runs if r.get("repeat_of")]
     assert not after, "no later sequence paid for the same hang again"
