@@ -172,6 +172,9 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
               "; ".join(k.label() for k in settings.known.values()) + ")")
     for f in result.findings:
         symptom(f.kind, f.detail(), row=conditions_row(f.minimal))
+        if (stuck := f.stuck()) is not None:      # what a case's after-case judge names
+            symptom("D-state", f"explore seed {f.original.seed}: {stuck[0]}",
+                    row=conditions_row(f.minimal), stack=stuck[1])
     for s, v in result.no_result:
         symptom("no-result", f"explore seed {s}: {v.why}"[:300])
     if result.findings:

@@ -374,3 +374,39 @@ def test_the_summary_records_when_each_sequence_ended(tmp_path: Path):
         "n", "failed", [Symptom("wrong-bytes", "x")]).to_json())
     assert read_session(tmp_path).describe().startswith(
         "found: wrong-bytes after 30s (shrunk 6 -> ")
+
+
+def test_a_hang_with_tasks_in_d_state_meets_a_d_state_bug(tmp_path: Path):
+    """async-dio 317cbaa578 on poisoned guests: explore's hang (mmap_write -> msync
+    waits for good in zfs_fsync) left a task in D state; the case names it as its
+    after-case judge would (``D-state`` with the stack's functions), and the lane credits
+    the bug whose symptom is D-state, with the hang's time and shrink."""
+    from suite.explore.crashes.trip import Trip
+    from suite.explore.judge import Verdict
+    from suite.explore.session import Finding
+    lines = ("--- pid 313 (python) state=S (sleeping) wchan=pipe_read ---",
+             "[<0>] pipe_read+0x3df/0x470",
+             "--- pid 417 (python) state=D (disk sleep) wchan=cv_wait_common ---",
+             "[<0>] cv_wait_common+0x16d/0x2e0 [spl]",
+             "[<0>] zfs_fsync+0xc4/0x210 [zfs]",
+             "[<0>] zpl_fsync+0xe2/0x190 [zfs]")
+    v = Verdict(False, kind="hang", failed_at=1, why="no progress",
+                trip=Trip("hang", "no progress for 90s in op 1 (mmap_write)", 1,
+                          "mmap_write", lines, True))
+    seq = Sequence(seed=SEED, ops=())
+    f = Finding(0, seq, v, seq, v, True, 11, False, tmp_path / "m.json", tmp_path / "m.txt", "")
+    names, funcs = f.stuck()
+    assert names == "417 (python)" and "zfs_fsync" in funcs and "pipe_read" not in funcs
+    s = explore_session(tmp_path, "s", OTHER, n=1, verdict=CaseVerdict(
+        "n", "failed", [Symptom("hang", f"explore seed {SEED} op 1 (mmap_write): no progress"),
+                        Symptom("D-state", f"explore seed {SEED}: {names}", stack=funcs)]))
+    summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+    d = json.loads(summary.read_text())
+    d["runs"][0].update(seed=SEED, state="failed", kind="hang", at_s=283.0)
+    d["findings"] = [{"seed": SEED, "kind": "hang", "confirmed": True, "ops": 2}]
+    summary.write_text(json.dumps(d))
+    uninit = bug("fsync-hang-uninit-counter", bad=OTHER, kinds=("D-state",))
+    cell = read_explore_at(OTHER, [tmp_path]).describe(uninit.symptom)
+    assert cell.startswith("found: D-state after 4m43s (shrunk 40 -> 2 ops) (matches the bug's "
+                           "symptom)"), cell
+    assert "zfs_fsync" in cell and "also hang" in cell

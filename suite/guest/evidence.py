@@ -63,7 +63,9 @@ done
 true
 """
 
-_HEADER = re.compile(r"^--- pid (\d+) \((.*)\) state=(\S+)(?: wchan=(\S+))? ---\s*$")
+# "state=D wchan=..." (our sampler) or "state=D (disk sleep) wchan=..." (explore's
+# watchdog, from /proc/<pid>/status)
+_HEADER = re.compile(r"^--- pid (\d+) \((.*)\) state=(\S+)(?: \([^)]*\))?(?: wchan=(\S+))? ---\s*$")
 _FRAME = re.compile(r"^\s*\[<[0-9a-fx]+>\]\s+\S")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from suite.campaign.lanes import Lane, chosen, escaped
@@ -159,8 +159,14 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
     for f in s.get("findings") or []:
         out.failures.append(_finding(f, runs, real))
     shown = {f.kind for f in out.failures}
-    out.failures += [Failure(x.kind, x.detail, x.row, in_sequence=False)
-                     for x in real if x.kind not in shown]
+    hang = next((f for f in out.failures if f.kind == "hang"), None)
+    for x in real:
+        if x.kind == "D-state" and hang is not None and x.kind not in shown:
+            # the tasks a hang left in D state: that finding's, timed and shrunk with it
+            out.failures.append(replace(hang, kind="D-state", detail=f"{x.detail} in "
+                                        f"{', '.join(x.stack[:4])}" if x.stack else x.detail))
+        elif x.kind not in shown:
+            out.failures.append(Failure(x.kind, x.detail, x.row, in_sequence=False))
     if out.failures:
         return out
     if v.outcome in PASSED and not s.get("no_result"):
