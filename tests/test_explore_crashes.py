@@ -173,6 +173,11 @@ def test_trip_signatures_ignore_numbers_and_keep_the_functions():
                         (3, "evict"))
     assert other.signature() != a.signature()
     assert Trip("hang", "no progress", 4, "splice").signature() == ("hang", "splice")
+    fsync = ("--- pid 7 (python) state=D (disk sleep) wchan=cv_wait_common ---",
+             "[<0>] cv_wait_common+0x16d/0x2e0 [spl]", "[<0>] zfs_fsync+0xc4/0x210 [zfs]",
+             "[<0>] zpl_fsync+0xe2/0x190 [zfs]")
+    assert Trip("hang", "x", 1, "mmap_write", fsync).signature() == \
+        Trip("hang", "x", 7, "fsync", fsync).signature(), "one wait, met by two ops"
     assert Trip.from_dict(a.to_dict()) == a
 
 

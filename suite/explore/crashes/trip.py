@@ -42,11 +42,12 @@ class Trip:
     evidence: str = ""                  # the folder its stacks and console went to
 
     def signature(self) -> tuple[str, ...]:
-        """A kernel report: its title and top OpenZFS frames; a hang: the op it
-        stopped in and the OpenZFS frames its tasks wait in (sorted: which task's
-        stack is read first differs run to run); a lost guest: the op."""
+        """A kernel report: its title and top OpenZFS frames; a hang: the OpenZFS
+        frames its tasks wait in (sorted: which task's stack is read first differs run
+        to run), or the op it stopped in where no task waits in OpenZFS (msync and
+        fsync stuck in zfs_fsync are one hang, met by two ops); a lost guest: the op."""
         if self.kind == "hang":
-            return ("hang", self.op_kind or "?", *self.waits())
+            return ("hang", *(self.waits() or (self.op_kind or "?",)))
         if self.kind == "guest-lost":
             return ("guest-lost", self.op_kind or "?")
         return (self.kind, normalize(self.headline), *report_frames(self.lines[1:], 2))
