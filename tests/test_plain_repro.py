@@ -195,3 +195,19 @@ def test_the_seen_on_table_runs_each_line_and_says_what_each_answered(tmp_path, 
     assert plainrepro.run_lines("x", lambda r: r, ["master"], run=lambda *a, **k: 0)[0] == 0
     assert plainrepro.run_lines("x", lambda r: r, ["master", "zfs-2.3.9"],
                                 run=lambda f, o, **k: 0 if o == "master" else 2)[0] == 2
+
+
+KERNEL_REPORTS = ("BUG: KASAN: slab-out-of-bounds in __get_user_pages+0x3/0x9",
+                  "BUG: KFENCE: memory corruption in spl_kmem_free_impl+0x47/0x60 [spl]",
+                  "VERIFY0(len) failed (-1048576)", "BUG: unable to handle page fault",
+                  "general protection fault, probably for non-canonical address")
+
+
+def test_a_script_that_reads_dmesg_knows_every_kernel_report(script):
+    """A reproducer that looks for a kernel report in dmesg sees KASAN's and KFENCE's
+    too (their title is "BUG: KASAN: ...": a pattern of "BUG " with a space missed the
+    KFENCE report a production build gave on 2026-12-06)."""
+    _, text = script
+    for pattern in re.findall(r'grep -E "([^"]*PANIC at[^"]*)"', text):
+        for line in KERNEL_REPORTS:
+            assert re.search(pattern.replace("\\$", "$"), line), (pattern, line)

@@ -96,7 +96,7 @@ for _ in $(seq 1 "$WAIT"); do   # until it returns, or the kernel reports
   dmesg | sed -n "/$MARK/,\$p" | grep -qE "VERIFY|PANIC at" && break
   sleep 1
 done
-report="$(dmesg | sed -n "/$MARK/,\$p" | grep -E "VERIFY|PANIC at|BUG |Oops" | head -5)"
+report="$(dmesg | sed -n "/$MARK/,\$p" | grep -E "VERIFY|PANIC at|BUG[: ]|Oops|KASAN|KFENCE|Redzone|Poison|general protection" | head -5)"
 if [ -n "$report" ]; then
   kill -0 "$pid" 2>/dev/null && PANICKED=1
   echo "$report"
