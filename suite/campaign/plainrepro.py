@@ -90,7 +90,7 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
         g = guests.acquire(GuestShape(nvme=0), run_dir / "commands.log")
         guest = g.zfs.guest
         gdir = guest.run(f"mkdir -p {GUEST_DIR} && mktemp -d {GUEST_DIR}/{fid}.XXXXXX",
-                         timeout=30).stdout.strip()
+                         timeout=a.deadline(30)).stdout.strip()
         for p in files(src):
             guest.put(p, f"{gdir}/{p.name}")
         tools = sorted({str(Path(p).parent) for p in record.commands.values()})

@@ -220,7 +220,8 @@ class Guests:
         script = "\n".join([f"echo '{SECTION}params'; {PARAMS_SCRIPT}",
                              self._baseline_script(g),
                              f"echo '{SECTION}kstat-files'; {kstat_command()}"])
-        raw = g.zfs.guest.run(script, timeout=30, log=False, check=False).stdout
+        raw = g.zfs.guest.run(script, timeout=self.accel.deadline(30), log=False,
+                              check=False).stdout
         out = sections(raw)
         values = parse_params(out.get("params", ""))
         baseline_of(g, out, raw)
