@@ -11,6 +11,7 @@ signal is an ``OSError(EIO)`` naming it, as a read(2) of the page would say.
 from __future__ import annotations
 
 import errno
+import faulthandler
 import mmap
 import os
 import signal
@@ -27,6 +28,7 @@ def read_mapped(fd: int, length: int, offset: int = 0) -> bytes | OSError:
         code = 0
         try:
             os.close(r)
+            faulthandler.disable()      # its SIGBUS is the answer, not a crash to dump
             with mmap.mmap(fd, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ,
                            offset=offset) as m:
                 view = memoryview(m)
