@@ -46,6 +46,7 @@ from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
 from suite.explore.budget import Budget
+from suite.explore.finding import Finding
 from suite.explore.conditions import Conditions, GuestZfs
 
 
@@ -110,53 +111,6 @@ class Settings:
     # Run only sequences that reach a cell of the reach table no run has executed yet,
     # and stop once every cell was executed (:class:`Cover`).
     cover: bool = False
-
-
-@dataclass
-class Finding:
-    index: int                      # sequence k of the run
-    original: Sequence
-    verdict: Verdict                # how the generated sequence failed
-    minimal: Sequence
-    minimal_verdict: Verdict        # the confirming replay (else the last failing one)
-    confirmed: bool
-    tries: int
-    exhausted: bool
-    json_path: Path
-    txt_path: Path
-    text: str
-
-    @property
-    def kind(self) -> str:
-        return self.verdict.kind or "no-result"
-
-    def detail(self) -> str:
-        """One line for the case's symptom (no word "trial": the reproducer's judge
-        reads ``trial X:`` as an engine trial id)."""
-        v = self.minimal_verdict
-        if v.failed_at is None or not 0 <= v.failed_at < len(self.minimal.ops):
-            where = v.trip.label() if v.trip is not None else f"no op: {v.why}"
-            return f"explore seed {self.original.seed}: {where}"[:300]
-        op = self.minimal.ops[v.failed_at].render()
-        return (f"explore seed {self.original.seed} op {v.failed_at} ({op}): {v.why}")[:300]
-
-    def stuck(self) -> tuple[str, tuple[str, ...]] | None:
-        """A hang's tasks in D state (``"pid (comm), ..."`` and the functions on their
-        stacks), as a case's after-case judge names them (``D-state``); None when the
-        hang left none (a task spinning, or none the watchdog saw)."""
-        from suite.guest.evidence import parse_dstate
-        from suite.symptoms import stack_functions
-        trip = self.minimal_verdict.trip or self.verdict.trip
-        if trip is None or trip.kind != "hang":
-            return None
-        tasks = [t for t in parse_dstate("\n".join(trip.lines)) if t.state.startswith("D")]
-        if not tasks:
-            return None
-        funcs: list[str] = []
-        for t in tasks:
-            funcs += [f for f in stack_functions(t.stack) if f not in funcs]
-        names = ", ".join(dict.fromkeys(f"{t.pid} ({t.comm})" for t in tasks))
-        return names, tuple(funcs)
 
 
 @dataclass
