@@ -41,16 +41,9 @@ class Finding:
         """A hang's tasks in D state (``"pid (comm), ..."`` and the functions on their
         stacks), as a case's after-case judge names them (``D-state``); None when the
         hang left none (a task spinning, or none the watchdog saw)."""
-        from suite.guest.evidence import parse_dstate
-        from suite.symptoms import stack_functions
+        from suite.guest.evidence import parse_dstate, stuck_summary
         trip = self.minimal_verdict.trip or self.verdict.trip
         if trip is None or trip.kind != "hang":
             return None
         tasks = [t for t in parse_dstate("\n".join(trip.lines)) if t.state.startswith("D")]
-        if not tasks:
-            return None
-        funcs: list[str] = []
-        for t in tasks:
-            funcs += [f for f in stack_functions(t.stack) if f not in funcs]
-        names = ", ".join(dict.fromkeys(f"{t.pid} ({t.comm})" for t in tasks))
-        return names, tuple(funcs)
+        return stuck_summary(tasks) if tasks else None

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate
+from suite.guest.evidence import DSTATE_SCRIPT, DTask, parse_dstate, stuck_summary
 from suite.judges import lockdep
 from suite.judges.judge import Finding as Leftover
 from suite.signatures import report_frames
-from suite.symptoms import Symptom, stack_functions
+from suite.symptoms import Symptom
 from suite.vm.console import Finding
 
 if TYPE_CHECKING:
@@ -57,12 +57,9 @@ class Observation:
             reasons.append("guest stopped answering")
             symptoms.append(Symptom("guest-lost", "the guest stopped answering after the case"))
         if self.stuck:
-            names = ", ".join(f"{t.pid} ({t.comm})" for t in self.stuck[:8])
+            names, funcs = stuck_summary(self.stuck)
             reasons.append(f"tasks stuck in D state: {names}")
-            funcs: list[str] = []
-            for t in self.stuck:
-                funcs += [f for f in stack_functions(t.stack) if f not in funcs]
-            symptoms.append(Symptom("D-state", names, stack=tuple(funcs)))
+            symptoms.append(Symptom("D-state", names, stack=funcs))
         seen: set[str] = set()
         for f in self.findings:
             if f.kind in seen:

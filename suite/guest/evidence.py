@@ -90,6 +90,17 @@ def parse_dstate(text: str) -> list[DTask]:
     return tasks
 
 
+def stuck_summary(tasks: list[DTask], most: int = 8) -> tuple[str, tuple[str, ...]]:
+    """How a D-state symptom names stuck tasks: ``"pid (comm), ..."`` (the first
+    ``most``, each once) and the functions on all their stacks, each once, in order."""
+    from suite.symptoms import stack_functions
+    funcs: list[str] = []
+    for t in tasks:
+        funcs += [f for f in stack_functions(t.stack) if f not in funcs]
+    names = ", ".join(list(dict.fromkeys(f"{t.pid} ({t.comm})" for t in tasks))[:most])
+    return names, tuple(funcs)
+
+
 _TS = r"^(?:\[\s*\d+\.\d+\]\s?)?"
 _SYSRQ_TASK = re.compile(_TS + r"task:(\S+)\s+state:(\S)\s.*?\bpid:\s*(\d+)")
 _SYSRQ_FRAME = re.compile(_TS + r"\s*(\?\s+)?([A-Za-z_.][\w.]*\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[\w+\])?)\s*$")

@@ -36,7 +36,6 @@ import os
 import threading
 import time
 
-from ..plan import errno_name
 from ..queues import IoOp
 from .file import evict, flush_arc
 from .model import Ctx, Model, Outcome, check_bytes, error, failed
@@ -261,8 +260,9 @@ def _stream(ctx: Ctx, s: Step, io: Inflight) -> Outcome | None:
     for b in bufs:
         b.close()
     if (bad := [r for r in results if r != s.len]):
-        return failed("short" if all(r >= 0 for r in bad) else f"error:{errno_name(-bad[0])}",
-                      f"a later write of the stream returned {bad[0]} of {s.len}")
+        if bad[0] < 0:
+            return error(-bad[0], "a later write of the stream", bad[0])
+        return failed("short", f"a later write of the stream returned {bad[0]} of {s.len}")
     waited = at["barrier"] - max(at["held"], begun)
     outlived = sum(1 for x in later if x < at["barrier"])
     timing = (f"fsync returned {at['barrier'] - begun:.2f} s after it began, {waited:.2f} s "
