@@ -88,6 +88,53 @@ def test_a_head_failing_with_another_signature_than_its_base_is_a_regression():
         "still failing", "fewer symptoms is no new failure"
 
 
+def test_a_fix_claimed_on_one_run_must_hold_on_every_rerun_of_both_sides():
+    """A timing-dependent case (a refused write zeroes its block only while its record
+    is dirty) flipped to pass on a fix's head once: that is not "fixed"."""
+    bad, ok = v("failed", "wrong-bytes"), v("passed")
+    assert classify(N, bad, ok).cls == "fixed" and "not rerun" in classify(N, bad, ok).why
+    held = classify(N, bad, ok, {"base": ["fail", "fail"], "series": ["pass", "pass"]})
+    assert held.cls == "fixed" and "2 of 2 reruns" in held.why, held.why
+    assert classify(N, bad, ok, {"base": ["fail", "pass"], "series": ["pass", "pass"]}).cls \
+        == "flaky"
+    assert classify(N, bad, ok, {"base": ["fail", "fail"], "series": ["pass", "fail"]}).cls \
+        == "flaky"
+
+
+def test_a_new_signature_is_a_regression_only_if_it_returns_on_the_head_and_never_on_base():
+    base, head = v("failed", "wrong-bytes"), v("failed", "EIO")
+    both = {"base": ["fail", "fail"], "series": ["fail", "fail"]}
+    assert classify(N, base, head).cls == "regression"              # not rerun: no proof
+    sig = head.symptoms[0].signature()
+    c = classify(N, base, head, both, {"base": [], "series": [sig]})
+    assert c.cls == "regression" and "again on rerun" in c.why, c.why
+    c = classify(N, base, head, both, {"base": [sig], "series": [sig]})
+    assert c.cls == "still failing" and "base shows it too" in c.why, c.why
+    c = classify(N, base, head, both, {"base": [], "series": []})
+    assert c.cls == "flaky", c.why
+
+
+def test_the_gate_reruns_a_fixed_case_on_both_sides(tmp_path: Path, monkeypatch):
+    racy = "cases/t.py::test_racy"
+    runs = {"base": iter(["failed", "passed", "failed"]), "series": iter(["passed"] * 3)}
+    calls = []
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        side = "base" if "--zfs-ref" in args else "series"
+        calls.append((results.name, targets))
+        out = next(runs[side])
+        write_case(results, racy, v(out, *(["wrong-bytes"] if out == "failed" else [])))
+        (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
+        return 1, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("fix", "e" * 40, ["-k", "racy"], [], reruns=2, root=tmp_path / "g")
+    assert [c[0] for c in calls] == ["base", "series", "rerun1-base", "rerun1-series",
+                                     "rerun2-base", "rerun2-series"]
+    (c,) = g.classes
+    assert c.cls == "flaky" and c.reruns == {"base": ["pass", "fail"],
+                                             "series": ["pass", "pass"]}, c
+
 def test_exit_codes():
     c = lambda cls: gate.CaseClass(N, cls, "")        # noqa: E731
     assert verdict([c("unchanged pass"), c("fixed")])[0] == 0

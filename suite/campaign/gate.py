@@ -22,9 +22,15 @@ base+series. Every case then falls in one class:
 - **inconclusive**: a side proved nothing (guest lost, build failed, no verdict,
   skipped with the series): the gate fails with that reason.
 
-Reruns: a case that passed on base and failed with the series is run again
-``--reruns`` times (default 2) on both sides (a failing series feature: with
-the series). A case runs every condition 14 trials by
+Reruns: a case whose class would change the verdict or claim a change is run
+again ``--reruns`` times (default 2) on both sides: one that passed on base and
+failed with the series, one that failed on base and passed with the series
+(**fixed** only if the base fails every rerun and the series passes every one;
+else **flaky**), and one that fails on both with a signature the base did not show
+(a **regression** only if that signature comes back with the series and never on
+base; else **flaky** or **still failing**). A failing series feature is rerun with
+the series. A timing-dependent case (a write refused while its record is still
+dirty, or not) decides no verdict either way. A case runs every condition 14 trials by
 default, so a failure present in 1 trial in 5 shows in one run with 95%
 probability, and misses 2 reruns with 0.2%: a failure that does not come back
 in 2 reruns is not the series' regression at that rate.
@@ -55,10 +61,11 @@ def signatures(v: CaseVerdict | None) -> set[str]:
 
 
 def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
-             reruns: dict[str, list[str]] | None = None) -> CaseClass:
+             reruns: dict[str, list[str]] | None = None,
+             rerun_signatures: dict[str, list[str]] | None = None) -> CaseClass:
     b, bwhy = state(base)
     s, swhy = state(series)
-    c = CaseClass(nodeid, "", "", b, s, reruns or {})
+    c = CaseClass(nodeid, "", "", b, s, reruns or {}, rerun_signatures or {})
     if (b, s) == ("feature-skip", "feature-skip") and bwhy == swhy:
         c.cls, c.why = "not applicable", f"neither side has what it needs: {swhy}"
     elif s in ("missing", "inconclusive", "skip", "feature-skip"):
@@ -78,14 +85,9 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
     elif (b, s) == ("pass", "pass"):
         c.cls = "unchanged pass"
     elif (b, s) == ("fail", "pass"):
-        c.cls, c.why = "fixed", f"on base: {bwhy}"
+        _fixed(c, bwhy)
     elif (b, s) == ("fail", "fail"):
-        new = sorted(signatures(series) - signatures(base))
-        if new:
-            c.cls, c.why = "regression", (f"fails with a new signature: {'; '.join(new)} "
-                                          f"(base: {bwhy})")
-        else:
-            c.cls, c.why = "still failing", f"base: {bwhy}; series: {swhy}"
+        _both_fail(c, base, series, bwhy, swhy)
     else:                                   # passes on base, fails with the series
         rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
         if not rs and not rb:
@@ -98,6 +100,43 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
             c.cls = "regression"
             c.why = f"{swhy} (again in {rs.count('fail')} of {len(rs)} reruns; base {rb})"
     return c
+
+
+def _fixed(c: CaseClass, bwhy: str) -> None:
+    """Fails on base, passes with the series: fixed only if the reruns agree."""
+    rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
+    if not rs and not rb:
+        c.cls, c.why = "fixed", f"on base: {bwhy} (not rerun)"
+    elif "pass" in rb or "fail" in rs:
+        c.cls, c.why = "flaky", (f"fixed on the first run, not on rerun (base {rb}, series "
+                                 f"{rs}): the case's outcome depends on timing; base: {bwhy}")
+    else:
+        c.cls, c.why = "fixed", (f"on base: {bwhy} (base failed again in {len(rb)} of "
+                                 f"{len(rb)} reruns, the series passed {len(rs)} of {len(rs)})")
+
+
+def _both_fail(c: CaseClass, base: CaseVerdict | None, series: CaseVerdict | None,
+               bwhy: str, swhy: str) -> None:
+    """Fails on both: a signature the base never showed is a regression, if it comes
+    back with the series on rerun and never shows on base."""
+    new = signatures(series) - signatures(base)
+    if not new:
+        c.cls, c.why = "still failing", f"base: {bwhy}; series: {swhy}"
+        return
+    rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
+    shown = f"fails with a new signature: {'; '.join(sorted(new))} (base: {bwhy})"
+    if not rs and not rb:
+        c.cls, c.why = "regression", f"{shown} (not rerun)"
+        return
+    on_base = new & set(c.rerun_signatures.get("base", []))
+    again = new & set(c.rerun_signatures.get("series", []))
+    if on_base:
+        c.cls, c.why = "still failing", (f"the base shows it too on rerun "
+                                         f"({'; '.join(sorted(on_base))}): {shown}")
+    elif not again:
+        c.cls, c.why = "flaky", f"the new signature did not come back in {len(rs)} rerun(s): {shown}"
+    else:
+        c.cls, c.why = "regression", f"{shown} (again on rerun: {'; '.join(sorted(again))})"
 
 
 def gate_sides(series_sel: str, base: str, series_on_base: bool) -> dict[str, list[str]]:
@@ -133,12 +172,13 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
               f"{'; ' + problem if problem else ''}", flush=True)
     nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
     first = {n: classify(n, verdicts["base"].get(n), verdicts["series"].get(n)) for n in nodeids}
-    suspects = [n for n, c in first.items()
-                if c.series == "fail" and c.base in ("pass", "feature-skip")]
+    suspects = [n for n, c in first.items() if _rerun(c)]
     again: dict[str, dict[str, list[str]]] = {n: {"base": [], "series": []} for n in suspects}
+    seen: dict[str, dict[str, set[str]]] = {n: {"base": set(), "series": set()}
+                                            for n in suspects}
     for i in range(reruns if suspects else 0):
         for side, args in sides.items():
-            todo = [n for n in suspects if (side == "series" or first[n].base == "pass")
+            todo = [n for n in suspects if (side == "series" or first[n].base != "feature-skip")
                     and not n.startswith(("xfstests:", gate_explore.PREFIX))]  # run as a whole
             if not todo:
                 continue
@@ -150,6 +190,14 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
             got = load_verdicts(out)
             for n in todo:
                 again[n][side].append(state(got.get(n))[0])
-    g.classes = [classify(n, verdicts["base"].get(n), verdicts["series"].get(n), again.get(n))
+                seen[n][side] |= signatures(got.get(n))
+    g.classes = [classify(n, verdicts["base"].get(n), verdicts["series"].get(n), again.get(n),
+                          {k: sorted(v) for k, v in seen.get(n, {}).items()})
                  for n in nodeids]
     return g
+
+
+def _rerun(c: CaseClass) -> bool:
+    """Whether a first-run class claims a change the reruns must confirm."""
+    return (c.cls in ("fixed", "regression")
+            or (c.series == "fail" and c.base in ("pass", "feature-skip")))

@@ -52,6 +52,8 @@ class CaseClass:
     base: str = ""
     series: str = ""
     reruns: dict[str, list[str]] = field(default_factory=dict)   # side -> states
+    # side -> every signature a rerun failed by (a new signature is checked against both)
+    rerun_signatures: dict[str, list[str]] = field(default_factory=dict)
 
 
 def verdict(classes: list[CaseClass]) -> tuple[int, str]:
