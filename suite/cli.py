@@ -87,7 +87,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     extra = [*(["--kernel", args.kernel] if args.kernel else []), *explore_args(args),
              *args.pytest_args]
     g = run_gate(args.series, base, selection, extra, reruns=args.reruns,
-                 series_on_base=folder or bool(args.zfs_ref))
+                 series_on_base=folder or bool(args.zfs_ref),
+                 head_params=gate_head_params(args, Path(name) if folder else None))
     files = write_reports(g)
     print_verdict(g, files)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -95,6 +96,23 @@ def cmd_gate(args: argparse.Namespace) -> int:
             f.write(markdown(g))
     from suite.report.outcomes import verdict
     return verdict(g.classes)[0]
+
+
+def gate_head_params(args: argparse.Namespace, folder: Path | None) -> list[str]:
+    """--head-param, and (--tunables auto) each switch a folder of patches adds, set to
+    the value its default is not: one more head session each."""
+    from suite.campaign.gate import head_variants, series_tunables
+    params = list(args.head_param)
+    if folder is not None and args.tunables == "auto":
+        found = series_tunables(folder)
+        runs, left = head_variants(found)
+        for r in runs:
+            print(f"==> gate: the series adds a tunable: a head session with {r}", flush=True)
+        for x in left:
+            print(f"==> gate: the series adds {x}; not drawn (give --head-param)", flush=True)
+        params += [r for r in runs if r.split("=")[0] not in
+                   {p.split("=")[0] for p in params}]
+    return params
 
 
 def pull_into_series(args: argparse.Namespace) -> None:
@@ -314,7 +332,14 @@ def parser() -> argparse.ArgumentParser:
     gt.add_argument("--explore-target", choices=("file", "zvol"), default="file",
                     help="--explore: a fresh file per sequence, or a fresh zvol")
     gt.add_argument("--reruns", type=int, default=2,
-                    help="reruns of a case that passed on base and failed with the series")
+                    help="reruns of a case whose first class claims a change (regression, "
+                         "fixed, a new signature), on both sides")
+    gt.add_argument("--head-param", action="append", default=[], metavar="NAME=VALUE",
+                    help="one more head session with this zfs.ko parameter set at load "
+                         "(repeatable: one session each)")
+    gt.add_argument("--tunables", choices=("auto", "off"), default="auto",
+                    help="auto: each switch (0/1) a pull request or patch folder adds gets "
+                         "a head session with its other value")
     gt.set_defaults(func=cmd_gate)
     bi = sub.add_parser("bisect", help="the first commit of a series at which a case fails")
     bi.add_argument("--series", required=True,

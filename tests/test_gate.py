@@ -240,7 +240,7 @@ def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, mo
     import suite.cli as cli
     seen = {}
 
-    def fake_gate(series, base, selection, extra, reruns, series_on_base=False):
+    def fake_gate(series, base, selection, extra, reruns, series_on_base=False, head_params=()):
         seen["extra"] = extra
         raise SystemExit(0)
     monkeypatch.setattr(gate, "run_gate", fake_gate)
@@ -283,3 +283,55 @@ def test_cases_neither_side_can_run_leave_the_verdict_to_the_others():
     fixed = classify(N, v("failed", "crash-size"), v("passed"))
     assert verdict([na, fixed]) == (0, "PASS")
     assert verdict([na])[0] == 2 and "nothing ran" in verdict([na])[1]
+
+
+PR_18794_LIKE = """\
+--- a/module/zfs/vdev.c
++++ b/module/zfs/vdev.c
+@@ -171,6 +171,8 @@ uint_t zfs_vdev_direct_write_verify = 1;
++uint_t zfs_vdev_direct_read_verify = 1;
++static uint_t zfs_vdev_window = 64;
+@@ -7094,6 +7105,9 @@ ZFS_MODULE_PARAM(zfs_vdev, zfs_vdev_, direct_write_verify, UINT, ZMOD_RW,
++ZFS_MODULE_PARAM(zfs_vdev, zfs_vdev_, direct_read_verify, UINT, ZMOD_RW,
++	"Direct I/O reads will perform checksum verification");
++ZFS_MODULE_PARAM(zfs_vdev, zfs_vdev_, window, UINT, ZMOD_RW, "a window");
+ ZFS_MODULE_PARAM(zfs, zfs_, checksum_events_per_second, UINT, ZMOD_RW,
+"""
+
+
+def test_a_tunable_the_series_adds_gets_a_head_session_with_its_other_value(tmp_path):
+    (tmp_path / "0001-x.patch").write_text(PR_18794_LIKE)
+    found = gate.series_tunables(tmp_path)
+    assert found == [("zfs_vdev_direct_read_verify", "1"), ("zfs_vdev_window", "64")]
+    runs, left = gate.head_variants(found)
+    assert runs == ["zfs_vdev_direct_read_verify=0"]
+    assert left and "zfs_vdev_window" in left[0]
+    # a tunable the base already had (a context line) is not the series'
+    assert not any("checksum_events" in n for n, _ in found)
+
+
+def test_the_gate_classes_each_tunable_head_against_the_base(tmp_path: Path, monkeypatch):
+    heal = "cases/t.py::test_mirror_self_heals"
+    calls = []
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        calls.append((results.name, list(args)))
+        off = "zfs_vdev_direct_read_verify=0" in args
+        write_case(results, heal, v("failed", "wrong-bytes") if off else v("passed"))
+        (results / "20260101-000000-x" / "build").mkdir(parents=True, exist_ok=True)
+        return 1, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("pr", "e" * 40, ["-k", "heal"], [], reruns=1, root=tmp_path / "g",
+                 series_on_base=True, head_params=["zfs_vdev_direct_read_verify=0"])
+    assert [c[0] for c in calls] == ["base", "series", "series+zfs_vdev_direct_read_verify=0",
+                                     "rerun1-base", "rerun1-series+zfs_vdev_direct_read_verify=0"]
+    assert calls[2][1][-2:] == ["--zfs-param", "zfs_vdev_direct_read_verify=0"]
+    by = {c.head: c for c in g.classes}
+    assert by["series"].cls == "unchanged pass"
+    bad = by["series+zfs_vdev_direct_read_verify=0"]
+    assert bad.cls == "regression" and bad.label.endswith("[zfs_vdev_direct_read_verify=0]")
+    assert verdict(g.classes)[0] == 1
+    write_reports(g)
+    md = (tmp_path / "g" / "gate.md").read_text()
+    assert "[zfs_vdev_direct_read_verify=0]" in md

@@ -44,6 +44,7 @@ one side (``state``), the classes' record and the verdict from them (``CaseClass
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from suite import paths
@@ -148,15 +149,20 @@ def gate_sides(series_sel: str, base: str, series_on_base: bool) -> dict[str, li
 
 def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
              reruns: int = 2, root: Path | None = None,
-             series_on_base: bool = False) -> GateRun:
-    """Both sessions, the reruns, the classes. Reports are written by the caller."""
+             series_on_base: bool = False, head_params: list[str] = ()) -> GateRun:
+    """Both sessions (and one more head session per ``head_params`` NAME=VALUE: a
+    tunable the series adds, set at load), the reruns, the classes. Reports are
+    written by the caller."""
     root = root or paths.stamped("gate")
     g = GateRun(series_sel, base, root, selection)
     sides = gate_sides(series_sel, base, series_on_base)
+    for a in head_params:
+        sides[f"series+{a}"] = [*sides["series"], "--zfs-param", a]
+    g.heads = [s for s in sides if s != "base"]
     verdicts: dict[str, dict[str, CaseVerdict]] = {}
     exploring = "--explore-budget" in extra
     for side, args in sides.items():
-        # explore: the base for its whole budget, the series on the base's sequences
+        # explore: the base for its whole budget, the heads on the base's sequences
         more = ([] if not exploring else gate_explore.BASE_ARGS if side == "base"
                 else gate_explore.replay_args(root / "base"))
         print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}"
@@ -170,16 +176,16 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
         verdicts[side].update(gate_explore.verdicts(root / side))  # each explore sequence
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
-    nodeids = sorted(set(verdicts["base"]) | set(verdicts["series"]))
-    first = {n: classify(n, verdicts["base"].get(n), verdicts["series"].get(n)) for n in nodeids}
-    suspects = [n for n, c in first.items() if _rerun(c)]
-    again: dict[str, dict[str, list[str]]] = {n: {"base": [], "series": []} for n in suspects}
-    seen: dict[str, dict[str, set[str]]] = {n: {"base": set(), "series": set()}
-                                            for n in suspects}
+    pairs = [(h, n) for h in g.heads for n in sorted(set(verdicts["base"]) | set(verdicts[h]))]
+    first = {(h, n): classify(n, verdicts["base"].get(n), verdicts[h].get(n))
+             for h, n in pairs}
+    suspects = [k for k, c in first.items() if _rerun(c)]
+    again = {k: {"base": [], "series": []} for k in suspects}
+    seen: dict = {k: {"base": set(), "series": set()} for k in suspects}
     for i in range(reruns if suspects else 0):
         for side, args in sides.items():
-            todo = [n for n in suspects if (side == "series" or first[n].base != "feature-skip")
-                    and not n.startswith(("xfstests:", gate_explore.PREFIX))]  # run as a whole
+            # the base once a round for every head's suspects
+            todo = sorted({n for h, n in suspects if _reran_on(side, h, n, first[(h, n)])})
             if not todo:
                 continue
             out = root / f"rerun{i + 1}-{side}"
@@ -188,13 +194,52 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
                 [*args], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in todo])
             got = load_verdicts(out)
-            for n in todo:
-                again[n][side].append(state(got.get(n))[0])
-                seen[n][side] |= signatures(got.get(n))
-    g.classes = [classify(n, verdicts["base"].get(n), verdicts["series"].get(n), again.get(n),
-                          {k: sorted(v) for k, v in seen.get(n, {}).items()})
-                 for n in nodeids]
+            for h, n in suspects:
+                if n in todo and (side == "base" or side == h):
+                    key = "base" if side == "base" else "series"
+                    again[(h, n)][key].append(state(got.get(n))[0])
+                    seen[(h, n)][key] |= signatures(got.get(n))
+    for h, n in pairs:
+        c = classify(n, verdicts["base"].get(n), verdicts[h].get(n), again.get((h, n)),
+                     {k: sorted(v) for k, v in seen.get((h, n), {}).items()})
+        c.head = h
+        g.classes.append(c)
     return g
+
+
+def _reran_on(side: str, head: str, nodeid: str, first: CaseClass) -> bool:
+    """Whether a suspect of ``head`` is rerun on ``side``: on its head always, on the
+    base unless the base lacks the feature; never an xfstests test or an explore
+    sequence (run as a whole)."""
+    if nodeid.startswith(("xfstests:", gate_explore.PREFIX)):
+        return False
+    return side == head or (side == "base" and first.base != "feature-skip")
+
+
+def series_tunables(folder: Path) -> list[tuple[str, str]]:
+    """Module parameters a folder of patches adds (``ZFS_MODULE_PARAM`` lines it adds),
+    each with its default where the patch sets one (``uint_t name = 1;``), else ""."""
+    text = "\n".join(f.read_text(errors="replace") for f in sorted(folder.glob("*.patch")))
+    added = [ln[1:] for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    body = "\n".join(added)
+    out: list[tuple[str, str]] = []
+    for m in re.finditer(r"ZFS_MODULE_PARAM\(\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*,", body):
+        name = m.group(1) + m.group(2)
+        d = re.search(rf"\b{name}\s*=\s*(-?\d+)\s*;", body)
+        out.append((name, d.group(1) if d else ""))
+    return list(dict.fromkeys(out))
+
+
+def head_variants(tunables: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The head sessions a series' new tunables ask for: a boolean's other value (the
+    default already runs); the others named as left out (no value to draw is known)."""
+    runs, left = [], []
+    for name, default in tunables:
+        if default in ("0", "1"):
+            runs.append(f"{name}={1 - int(default)}")
+        else:
+            left.append(f"{name} (default {default or 'unknown'}: not a switch)")
+    return runs, left
 
 
 def _rerun(c: CaseClass) -> bool:

@@ -187,6 +187,7 @@ class Guests:
     rules: Rules = field(default_factory=load_rules)   # vmimages/kstat-rules.toml
     capabilities_recorded: bool = False
     cpus: int = WANT                    # vCPUs of a guest whose shape does not say
+    load_params: dict[str, str] = field(default_factory=dict)   # --zfs-param, every load
 
     @cached_property
     def profile_append(self) -> tuple[str, ...]:
@@ -272,8 +273,8 @@ class Guests:
         except BaseException:
             vm.kill()
             raise
-        return ZfsGuest(vm, Zfs(vm.guest(), self.record, devices=vm.nvme_devices), shape,
-                        set(), {})
+        return ZfsGuest(vm, Zfs(vm.guest(), self.record, devices=vm.nvme_devices,
+                                load_params=self.load_params), shape, set(), {})
 
     def power_cut(self, g: ZfsGuest, log: Path) -> ZfsGuest:
         """Cut ``g``'s power and boot a fresh guest on the same NVMe images, the

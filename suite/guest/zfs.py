@@ -59,9 +59,13 @@ class Zfs:
     """The build under test, driven inside one guest."""
 
     def __init__(self, guest, record: BuildRecord, mnt_root: str = "/tmp/zfs",
-                 devices: Callable[[], dict[str, str]] | None = None) -> None:
+                 devices: Callable[[], dict[str, str]] | None = None,
+                 load_params: dict[str, str] | None = None) -> None:
         self.guest = guest
         self.record = record
+        # zfs.ko parameters every load of this guest passes (``--zfs-param``: a gate's
+        # head side with a tunable the pull request adds)
+        self.load_params = dict(load_params or {})
         self.mnt_root = mnt_root
         self._devices = devices        # VM.nvme_devices: {serial: /dev/nvmeXn1}
         self.leaves = Leaves()         # what the running case may leave (suite/judges)
@@ -107,7 +111,9 @@ class Zfs:
         return {m: (None if seen.get(m, "-") == "-" else seen[m]) for m in ("spl", "zfs")}
 
     def load(self, params: dict[str, str] | None = None, timeout: float = 120) -> dict[str, str]:
-        """insmod the build's spl.ko and zfs.ko (never the distribution's), then verify."""
+        """insmod the build's spl.ko and zfs.ko (never the distribution's), then verify
+        (srcversion, and each of the guest's ``load_params`` reading back as given)."""
+        params = {**self.load_params, **(params or {})}
         want = {m: self.record.modules[m].srcversion for m in ("spl", "zfs")}
         loaded = self.loaded_srcversions()
         if loaded == want:
@@ -129,9 +135,19 @@ class Zfs:
             if r.rc != 0:
                 dmesg = self.guest.run("dmesg | tail -40", timeout=20, check=False).stdout
                 raise GuestError(f"insmod {path} failed: {r.stderr.strip()}",
-                                 fix="the build does not fit this guest kernel? see dmesg",
+                                 fix="the build does not fit this guest kernel (see dmesg), "
+                                     "or a --zfs-param it does not have",
                                  detail=dmesg)
+        self.check_params(self.load_params)
         return self.verify()
+
+    def check_params(self, params: dict[str, str]) -> None:
+        """Each of ``params`` reads back as given (a build may ignore one at load)."""
+        for name, want in params.items():
+            got = self.get_param(name)
+            if got != str(want):
+                raise ParamNotSet(f"load-time parameter {name}={want} reads back {got}",
+                                  fix="the build ignores it at load; check the series")
 
     def reload(self, params: dict[str, str], timeout: float = 120) -> dict[str, str]:
         """Load zfs.ko again with load-time ``params`` (e.g. a taskq depth that
@@ -142,11 +158,7 @@ class Zfs:
             raise GuestError(f"rmmod zfs failed: {r.stderr.strip()}",
                              fix="export every pool (and stop its users) before a reload")
         loaded = self.load(params, timeout)
-        for name, want in params.items():
-            got = self.get_param(name)
-            if got != str(want):
-                raise ParamNotSet(f"load-time parameter {name}={want} reads back {got}",
-                                  fix="the build ignores it at load; check the series")
+        self.check_params(params)
         return loaded
 
     def export_import(self, pool: str, timeout: float = 300) -> None:

@@ -24,6 +24,7 @@ from suite.casekit.engine import EngineRunner
 from suite.casekit.zvol import PROBES, quiet_udev, zvol_counters
 from suite.errors import GuestError, KernelTripped, SourceUnreachable, SuiteError
 from suite.guest.lifecycle import CaseEnd, Guests, GuestShape
+from suite.guest.params import load_params
 import suite.plugin.expected as expected
 from suite.plugin.grouping import run_shape
 from suite.guest.zfs import Dataset, Pool, PoolSpec, Zfs
@@ -114,7 +115,8 @@ def accel(run_ctx: RunCtx, zfs_build: BuildRecord) -> Accel:
 def guests(run_ctx: RunCtx, accel: Accel, zfs_build: BuildRecord) -> Iterator[Guests]:
     """The worker's guests (one at a time, reused while fit)."""
     g = Guests(run_ctx.run_dir, run_ctx.worker, accel, zfs_build, keep_failed=run_ctx.keep_vm,
-               cpus=run_ctx.config.stash[GUEST_CPUS].count)
+               cpus=run_ctx.config.stash[GUEST_CPUS].count,
+               load_params=load_params(run_ctx.config.getoption("zfs_param")))
     yield g
     for line in g.close():
         print("\n" + line)

@@ -130,6 +130,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--trials", type=int, default=None,
                 help="trials per condition (default: enough to catch a 1-in-5 failure "
                      "with 95%% probability)")
+    g.addoption("--zfs-param", action="append", default=[], metavar="NAME=VALUE",
+                help="a zfs.ko parameter every guest loads the build with (repeatable; "
+                     "checked to read back): a gate's head side with a tunable its pull "
+                     "request adds")
     add_explore_options(g.addoption)
     expected.add_options(g.addoption)
 

@@ -54,6 +54,12 @@ class CaseClass:
     reruns: dict[str, list[str]] = field(default_factory=dict)   # side -> states
     # side -> every signature a rerun failed by (a new signature is checked against both)
     rerun_signatures: dict[str, list[str]] = field(default_factory=dict)
+    head: str = "series"    # the head side compared with base (``series+NAME=VALUE``: a tunable)
+
+    @property
+    def label(self) -> str:
+        """The case as the reports name it: its node id, and the head's tunable if any."""
+        return self.nodeid if self.head == "series" else f"{self.nodeid} [{self.head[7:]}]"
 
 
 def verdict(classes: list[CaseClass]) -> tuple[int, str]:
@@ -80,11 +86,12 @@ class GateRun:
     classes: list[CaseClass] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+    heads: list[str] = field(default_factory=lambda: ["series"])   # series, series+NAME=V
 
     def to_json(self) -> str:
         code, text = verdict(self.classes)
         return json.dumps({"series": self.series, "base": self.base, "verdict": text,
-                           "exit": code, "selection": self.selection,
+                           "exit": code, "selection": self.selection, "heads": self.heads,
                            "seconds": self.seconds, "problems": self.problems,
                            "cases": [asdict(c) for c in self.classes]}, indent=1)
 

@@ -46,7 +46,7 @@ def print_verdict(g: GateRun, files: list[Path]) -> None:
         print(f"  {k:24s} {len(cs)}")
         if k in FAILING:
             for c in cs:
-                print(f"    {c.nodeid}: {c.why}")
+                print(f"    {c.label}: {c.why}")
     for side, p in g.problems.items():
         print(f"  {side}: {p}")
     print("reports: " + " ".join(str(f) for f in files))

@@ -157,15 +157,15 @@ def gate(g: GateRun) -> Page:
     """The gate's page from its run (``suite.report.outcomes.GateRun``)."""
     from suite.report.outcomes import verdict
     code, text = verdict(g.classes)
-    sides = {s: sessions_under(g.root / s) for s in ("base", "series")}
+    sides = {s: sessions_under(g.root / s) for s in ("base", *g.heads)}
     found = {s: verdicts(ss) for s, ss in sides.items()}
     cases = []
     for c in g.classes:
-        case = Case(c.nodeid, GATE_STATUS.get(c.cls, "pass"), c.cls, c.why,
+        case = Case(c.label, GATE_STATUS.get(c.cls, "pass"), c.cls, c.why,
                     [SideResult("base", c.base), SideResult("series", c.series)],
                     group=f"gate {g.series}")
-        for side in ("series", "base"):
-            v, folder = found[side].get(c.nodeid, (None, None))
+        for side in (c.head, "base"):
+            v, folder = found.get(side, {}).get(c.nodeid, (None, None))
             if v is None:
                 continue
             if not case.symptoms:
@@ -199,7 +199,8 @@ def gate_from_folder(root: Path) -> Page:
     g = GateRun(data.get("series", "?"), data.get("base", "?"), root,
                 list(data.get("selection") or []),
                 [CaseClass(**c) for c in data.get("cases") or []],
-                dict(data.get("seconds") or {}), dict(data.get("problems") or {}))
+                dict(data.get("seconds") or {}), dict(data.get("problems") or {}),
+                list(data.get("heads") or ["series"]))
     return gate(g)
 
 
