@@ -13,8 +13,8 @@
 #   but there are no more locks to release!
 # Lockdep reports once a boot: run it on a fresh boot.
 #
-# Shape: a 4 MiB zvol written, then read back with dd (buffered reads of the
-# block device go through the zvol_tq taskq).
+# Shape: a 4 MiB zvol created (the kernel's partition scan reads it through the
+# zvol_tq taskq), written, then read back with dd.
 #
 # Needs: root, the zfs module loaded, zpool/zfs/dd on PATH (python3 only where
 # /dev/zvol links are missing).
@@ -50,6 +50,10 @@ if [ -z "$VDEV" ]; then VDEV="$DIR/vdev0"; truncate -s 1G "$VDEV"; fi
 zpool create -o ashift=12 -o cachefile=none -O mountpoint="$DIR/mnt" "$POOL" "$VDEV" \
   || untested "zpool create failed"
 CREATED=1
+# The mark goes before the zvol exists: its first read is the kernel's partition
+# scan when the device appears, and lockdep reports only that first one.
+MARK="repro-$$: begin zvol"
+echo "$MARK" > /dev/kmsg
 zfs create -V 4M "$POOL/vol" || untested "zfs create -V failed"
 DEV=""
 for _ in $(seq 1 50); do
@@ -71,8 +75,6 @@ for d in sorted(glob.glob("/dev/zd*")):
 done
 [ -n "$DEV" ] || untested "no device node for $POOL/vol"
 dd if=/dev/urandom of="$DEV" bs=1M count=4 conv=fsync status=none
-MARK="repro-$$: begin zvol read"
-echo "$MARK" > /dev/kmsg
 echo 3 > /proc/sys/vm/drop_caches
 dd if="$DEV" of=/dev/null bs=128k status=none
 sleep 1
