@@ -236,3 +236,25 @@ def test_a_known_finding_beside_a_part_the_harness_did_not_prove_is_inconclusive
     assert "proved nothing: no-result" in c.why
     assert other.status == "fail" and not other.known, "a new symptom stays a failure"
     assert run_verdict([c], []).status == "inconclusive"
+
+
+def test_every_candidate_fix_serves_a_finding_and_the_manual_names_it():
+    """A folder under patches/upstream/fixes/ is a finding's id or another finding's
+    ``fix``; every finding it serves says so in the manual's row, and holds only the
+    changed lines (a zero-context diff: never OpenZFS's own text around them)."""
+    findings = upstream.load()
+    manual = (ROOT / "docs" / "findings.md").read_text()
+    served = {f.id: (f.fix or f.id) for f in findings}
+    for folder in sorted((ROOT / "patches" / "upstream" / "fixes").iterdir()):
+        users = [i for i, fx in served.items() if fx == folder.name]
+        assert users, f"{folder.name}: no finding has this id or names it as its fix"
+        for i in users:
+            row = next(ln for ln in manual.splitlines() if ln.startswith(f"| `{i}` |"))
+            assert f"fixes/{folder.name}/" in row, (i, row)
+        for patch in folder.glob("*.patch"):
+            hunks = [ln for ln in patch.read_text().splitlines() if ln.startswith("@@")]
+            assert hunks and all(re.match(r"@@ -\d+(,\d+)? \+\d+(,\d+)? @@", h) for h in hunks)
+            text = patch.read_text()
+            diff = text[text.index("diff --git"):].splitlines()
+            body = [ln for ln in diff if ln and ln[0] == " "]   # context lines: -U0 has none
+            assert body == [], f"{patch}: context lines (use git diff -U0)"
