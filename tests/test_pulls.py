@@ -60,3 +60,19 @@ def test_gate_takes_one_of_series_pr_or_head():
     from suite.cli import main
     assert main(["gate"]) == 2
     assert main(["gate", "--series", "async-dio", "--pr", "7"]) == 2
+
+
+def test_a_pull_request_merged_into_its_target_says_as_which_commit(pr):
+    """OpenZFS squash-merges: the target's commit says ``Closes #N`` (or ``(#N)`` in
+    its subject); a pull request gated after its merge says so, an open one does not."""
+    cache = ObjectCache()
+    url = pr.upstream.as_uri()
+    assert pulls.pull_request(cache, "7", upstream=url).merged == ""
+    sh(pr.upstream, "git", "checkout", "-q", "master")
+    sh(pr.upstream, "git", "commit", "-q", "--allow-empty", "-m",
+       "Squashed feature\n\nReviewed-by: x\nCloses #77")          # another pull request
+    sh(pr.upstream, "git", "commit", "-q", "--allow-empty", "-m", "Squashed feature\n\nCloses #7")
+    merged = sh(pr.upstream, "git", "rev-parse", "HEAD").strip()
+    p = pulls.pull_request(ObjectCache(), "7", upstream=url)
+    assert p.merged == merged, "#77 is not #7"
+    assert f"merged into master as {merged[:11]} Squashed feature" in p.describe(cache)

@@ -10,7 +10,7 @@ written under the cache at run time, never into the project.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from suite import paths
@@ -28,6 +28,8 @@ class PullHead:
     target: str                 # the branch its base was taken on
     base: str                   # merge-base of the head and the target
     commits: tuple[str, ...]    # base..head, oldest first (cut at @COMMIT)
+    merged: str = ""            # the target's commit that says it closes this pull request
+
 
     @property
     def head(self) -> str:
@@ -36,7 +38,9 @@ class PullHead:
     def describe(self, cache: ObjectCache) -> str:
         return (f"{self.label}: {len(self.commits)} commit(s) on {self.base[:11]} (the "
                 f"merge-base with {self.target}), head {self.head[:11]} "
-                f"{cache.subject(self.head)}")
+                f"{cache.subject(self.head)}"
+                + (f"; merged into {self.target} as {self.merged[:11]} "
+                   f"{cache.subject(self.merged)}" if self.merged else ""))
 
 
 def parse_pr(spec: str) -> tuple[int, str | None]:
@@ -90,8 +94,21 @@ def pull_request(cache: ObjectCache, spec: str, target: str = "master",
                  upstream: str = UPSTREAM) -> PullHead:
     """``--pr N[@COMMIT]`` of openzfs/zfs."""
     number, at = parse_pr(spec)
-    return resolve_pull(cache, upstream, f"refs/pull/{number}/head", at, target, upstream,
+    pull = resolve_pull(cache, upstream, f"refs/pull/{number}/head", at, target, upstream,
                         label=f"openzfs/zfs#{number}")
+    return replace(pull, merged=merged_as(cache, number, pull.base,
+                                          cache.fetch(upstream, target)))
+
+
+def merged_as(cache: ObjectCache, number: int, base: str, onto: str) -> str:
+    """The commit of the target (after ``base``) that closes pull request ``number``:
+    OpenZFS's squash merges say ``Closes #N`` in the body or ``(#N)`` in the subject.
+    "" when none does (the pull request is open, or merged some other way)."""
+    r = cache.run("log", "--format=%H", "-E", f"--grep=(Closes #{number}|\\(#{number}\\))$",
+                  f"{base}..{onto}", check=False)
+    hits = r.stdout.split()
+    return hits[-1] if hits else ""
+
 
 
 def export_patches(cache: ObjectCache, pull: PullHead, root: Path | None = None) -> Path:
