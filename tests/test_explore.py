@@ -292,6 +292,11 @@ def _ops(lines: list[dict]) -> list[dict]:
     return [ln for ln in lines if ln["event"] == "op"]
 
 
+def done(lines: list[dict]) -> dict:
+    """The engine's ``explore-done`` line (with a dataset, a ``cleanup`` line follows it)."""
+    return next(ln for ln in reversed(lines) if ln.get("event") == "explore-done")
+
+
 # Misaligned O_DIRECT requests are left out of the generated runs here: on this
 # machine's kernel (6.18, ext4) an O_DIRECT write the kernel refuses with EINVAL
 # can still change the file's cached bytes in its range, which the explorer found
@@ -795,7 +800,7 @@ def test_snapshot_and_rollback_restore_the_model_and_the_file(ddir: Path):
     rc, lines = run_engine(root, {"seed": 3, "init_size": 40000, "file_size_max": MIB,
                                   "ops": ops}, "snaps", *zfs.engine_args())
     out = _ops(lines)
-    assert rc == 0 and lines[-1]["ok"], [(o.get("i"), o.get("op"), o.get("buf"), o.get("why")) for o in out if not o["ok"]]
+    assert rc == 0 and done(lines)["ok"], [(o.get("i"), o.get("op"), o.get("buf"), o.get("why")) for o in out if not o["ok"]]
     assert [o["size"] for o in out] == [40000, 65536, 70001, 70001, 5000, 5000, 70001, 70001,
                                         70001, 40000, 40000, 40000, 40000]
     assert out[11]["outcome"] == "skipped" and "no snapshot of data 3" in out[11]["why"]
@@ -805,6 +810,22 @@ def test_snapshot_and_rollback_restore_the_model_and_the_file(ddir: Path):
     assert calls == [f"zfs snapshot {first}", f"zfs snapshot {second}", "zpool sync fake",
                      f"zfs rollback -r {second}", f"zfs rollback -r {first}",
                      f"zfs destroy {first}"]                 # each the run took, at its end
+    assert lines[-1]["event"] == "cleanup" and lines[-1]["errors"] == [] and \
+        lines[-1]["seconds"] >= 0
+
+
+def test_the_snapshots_a_run_leaves_go_in_one_destroy(ddir: Path):
+    """Each ``zfs`` command is seconds in a guest under TCG: the snapshots left at the
+    end go in one ``zfs destroy ds@a,b``."""
+    root, zfs, log = stand_in_zfs(ddir, "batch")
+    ops = [{"op": "snapshot", "data": 1}, {"op": "truncate", "size": 5000},
+           {"op": "snapshot", "data": 2}, {"op": "snapshot", "data": 3}, {"op": "verify"}]
+    rc, lines = run_engine(root, {"seed": 3, "init_size": 40000, "file_size_max": MIB,
+                                  "ops": ops}, "batch", *zfs.engine_args())
+    names = [o["snapshot"] for o in _ops(lines)[:4] if o.get("snapshot")]
+    assert rc == 0 and len(names) == 3
+    destroys = [c for c in log.read_text().splitlines() if c.startswith("zfs destroy")]
+    assert destroys == ["zfs destroy fake/ds@" + ",".join(n.split("@")[1] for n in names)]
     assert not (root / "snaps.bin").exists()
 
 
@@ -828,7 +849,7 @@ def test_a_zvol_syncs_its_pool_but_takes_no_snapshot_of_the_file_dataset(ddir: P
         {"op": "verify"}]}, "vol", "--blockdev", "--scratch", str(ddir / "volscratch"),
         *zfs.engine_args())
     out = _ops(lines)
-    assert rc == 0 and lines[-1]["ok"] and lines[-1]["unsupported"] == [2], lines[-1]
+    assert rc == 0 and done(lines)["ok"] and done(lines)["unsupported"] == [2], done(lines)
     assert out[1]["ok"] and "block device" in out[2]["why"]
     assert log.read_text().splitlines() == ["zpool sync fake"]
 
@@ -840,12 +861,12 @@ def test_a_zfs_command_that_fails_or_never_returns_is_a_finding(ddir: Path):
     broken = Path(zfs.zfs)
     broken.write_text('#!/bin/sh\n[ "$1" = rollback ] && exit 1\nexit 0\n')
     rc, lines = run_engine(root, seq, "fails", *zfs.engine_args())
-    assert rc == 1 and (lines[-1]["kind"], lines[-1]["failed_at"]) == ("zfs-command", 1)
+    assert rc == 1 and (done(lines)["kind"], done(lines)["failed_at"]) == ("zfs-command", 1)
     broken.write_text('#!/bin/sh\n[ "$1" = rollback ] && exec sleep 30\nexit 0\n')
     rc, lines = run_engine(root, seq, "hangs", *zfs.engine_args(), "--op-timeout", "1")
-    done = lines[-1]
-    assert rc == 1 and (done["kind"], done["failed_at"]) == ("hang", 1)
-    assert "did not return within 1.0s" in done["why"]
+    last = done(lines)
+    assert rc == 1 and (last["kind"], last["failed_at"]) == ("hang", 1)
+    assert "did not return within 1.0s" in last["why"]
 
 
 def test_the_session_passes_the_zfs_commands_and_generates_zfs_ops(ddir: Path):
@@ -1232,7 +1253,13 @@ def test_each_run_says_where_its_time_went(ddir: Path):
     runs = [{"seconds": 100.0, "engine": {"startup_s": 10, "setup_s": 5, "ops_s": 20,
                                           "command_s": 60}}]
     assert time_split(runs) == ("1 sequences, 100s: startup 10s (10%), setup 5s (5%), ops 20s "
-                                "(20%), cleanup+ssh 25s (25%), host steps 40s (40%)")
+                                "(20%), cleanup 0s (0%), ssh and exit 25s (25%), host steps 40s "
+                                "(40%)")
+    runs[0]["engine"]["cleanup_s"] = 15             # the engine's own cleanup line said so
+    assert "cleanup 15s (15%), ssh and exit 10s (10%)" in time_split(runs)
+    assert engine_timing([{"event": "explore-done", "elapsed_s": 2.0},
+                          {"event": "cleanup", "errors": [], "seconds": 1.5}], 9.0) == \
+        {"ops_s": 2.0, "cleanup_s": 1.5, "command_s": 9.0}
 
 
 def test_conditions_set_what_changed_in_one_command_and_read_params_back():

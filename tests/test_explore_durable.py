@@ -123,6 +123,7 @@ def run(tmp_path: Path, ops: list[dict], lossless: bool) -> tuple[int, list[dict
                         "--zfs-cmd", str(bins / "zfs"), "--zpool-cmd", str(bins / "zpool")],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    lines = [ln for ln in lines if ln.get("event") != "cleanup"]   # after the done line
     return p.returncode, lines, log.read_text() if log.exists() else ""
 
 

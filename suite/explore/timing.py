@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-TIMING_PARTS = ("startup_s", "setup_s", "ops_s")
+TIMING_PARTS = ("startup_s", "setup_s", "ops_s", "cleanup_s")
 
 
 def engine_timing(lines: list[dict[str, Any]], command_s: float) -> dict[str, float]:
     """Where one run's time went: the engine's own parts (its ``explore-done``
     line: interpreter start-up, target setup, the ops) and the command's wall time
     as the host saw it (``command_s``: also the snapshots' cleanup, the SSH round
-    trip and the guest's shell). An engine that died early gives the command alone."""
+    trip and the guest's shell). The engine's ``cleanup`` line, after its done line,
+    says how long the snapshots' and files' removal took. An engine that died early
+    gives the command alone."""
     line = next((ln for ln in reversed(lines) if ln.get("event") == "explore-done"), {})
     named = {"startup_s": "startup_s", "setup_s": "setup_s", "ops_s": "elapsed_s"}
     out = {k: float(line[src]) for k, src in named.items()
            if isinstance(line.get(src), (int, float))}
+    clean = next((ln for ln in reversed(lines) if ln.get("event") == "cleanup"), {})
+    if isinstance(clean.get("seconds"), (int, float)):   # the snapshots' and files' removal
+        out["cleanup_s"] = float(clean["seconds"])
     out["command_s"] = round(command_s, 3)
     return out
 
@@ -31,6 +36,6 @@ def time_split(runs: list[dict[str, Any]]) -> str:
     host = total - parts["command_s"]
     outside = parts["command_s"] - sum(parts[k] for k in TIMING_PARTS)
     shown = [(k.removesuffix("_s"), parts[k]) for k in TIMING_PARTS] + \
-        [("cleanup+ssh", outside), ("host steps", host)]
+        [("ssh and exit", outside), ("host steps", host)]
     return f"{len(runs)} sequences, {total:.0f}s: " + ", ".join(
         f"{name} {v:.0f}s ({100 * v / total:.0f}%)" for name, v in shown)

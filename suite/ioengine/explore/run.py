@@ -232,8 +232,8 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                             "startup_s": None if started is None else round(started, 3),
                             "setup_s": round(setup_s, 3)}
     emit(done)
-    if not keep and (problems := destroy_snapshots(ctx)):   # failing or not: they pile up
-        emit({"event": "cleanup", "errors": problems})
+    t_clean = time.monotonic()
+    problems = [] if keep else destroy_snapshots(ctx)      # failing or not: they pile up
     if failed is None and not keep:
         for p in ([] if blockdev or loop is not None else [path]) + \
                 [target.shm_path, target.src_path] + (loop.files() if loop is not None else []):
@@ -241,6 +241,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
                 os.unlink(p)
         if loop is not None:
             callers.remove_dirs(loop)
+    # after the done line: how long the snapshots' and files' removal took (the host
+    # splits a sequence's time with it: suite/explore/timing.py)
+    if ctx.zfs is not None or problems:
+        emit({"event": "cleanup", "errors": problems,
+              "seconds": round(time.monotonic() - t_clean, 3)})
     return EXIT_OK if failed is None else EXIT_FINDING
 
 
