@@ -10,7 +10,7 @@ written under the cache at run time, never into the project.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from suite import paths
@@ -67,7 +67,7 @@ def parse_head(spec: str) -> tuple[str, str, str | None]:
 
 def resolve_pull(cache: ObjectCache, url: str, ref: str, at: str | None = None,
                  target: str = "master", upstream: str = UPSTREAM,
-                 label: str = "") -> PullHead:
+                 label: str = "", number: int | None = None) -> PullHead:
     """The head of ``url``'s ``ref``, its base on ``upstream``'s ``target``, and the
     commits between (up to ``at``)."""
     tip = cache.fetch(url, ref)
@@ -87,17 +87,16 @@ def resolve_pull(cache: ObjectCache, url: str, ref: str, at: str | None = None,
             raise SeriesError(f"{at} is not a commit of {label or ref}",
                               fix="pick one of: " + ", ".join(c[:11] for c in commits))
         commits = commits[: commits.index(hits[0]) + 1]
-    return PullHead(label or f"{url}@{ref}", url, ref, target, base, tuple(commits))
+    return PullHead(label or f"{url}@{ref}", url, ref, target, base, tuple(commits),
+                    merged_as(cache, number, base, onto) if number is not None else "")
 
 
 def pull_request(cache: ObjectCache, spec: str, target: str = "master",
                  upstream: str = UPSTREAM) -> PullHead:
     """``--pr N[@COMMIT]`` of openzfs/zfs."""
     number, at = parse_pr(spec)
-    pull = resolve_pull(cache, upstream, f"refs/pull/{number}/head", at, target, upstream,
-                        label=f"openzfs/zfs#{number}")
-    return replace(pull, merged=merged_as(cache, number, pull.base,
-                                          cache.fetch(upstream, target)))
+    return resolve_pull(cache, upstream, f"refs/pull/{number}/head", at, target, upstream,
+                        label=f"openzfs/zfs#{number}", number=number)
 
 
 def merged_as(cache: ObjectCache, number: int, base: str, onto: str) -> str:
