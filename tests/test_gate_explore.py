@@ -60,11 +60,13 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     calls = []
 
     def fake(args, results, extra=(), timeout=0, targets=None):
-        calls.append((results.name, list(args)))
-        if results.name == "base":
-            _session(results, [run(101, "failed", "error:EFAULT", 1), run(202)], seqs=(101, 202))
-        else:
-            _session(results, [run(101), run(202)], seqs=(101, 202))
+        calls.append((results.name, list(args), targets))
+        replayed = [json.loads(Path(args[i + 1]).read_text())["seed"]
+                    for i, a in enumerate(args) if a == "--explore-replay"]
+        seqs = tuple(replayed) or (101, 202)
+        on_base = "--zfs-ref" in args and "--series" not in args
+        _session(results, [run(s, "failed", "error:EFAULT", 1) if s == 101 and on_base
+                           else run(s) for s in seqs], seqs=seqs)
         return 1, "", 1.0
 
     monkeypatch.setattr(gate, "run_cases", fake)
@@ -75,4 +77,30 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     assert [json.loads(Path(p).read_text())["seed"] for p in replays] == [101, 202]
     classes = {c.nodeid: c.cls for c in g.classes}
     assert classes == {"explore:101": "fixed", "explore:202": "unchanged pass"}
-    assert [c[0] for c in calls] == ["base", "series"], "a sequence is not rerun as a nodeid"
+    # the fixed sequence, and only it, replayed alone on both sides as its control
+    assert [c[0] for c in calls] == ["base", "series", "rerun1-base", "rerun1-series",
+                                     "rerun2-base", "rerun2-series"]
+    for _, args, targets in calls[2:]:
+        again = [a for i, a in enumerate(args) if i and args[i - 1] == "--explore-replay"]
+        assert len(again) == 1 and "-101-" in again[0], args
+        assert [t.endswith(gate_explore.NODE) for t in targets] == [True], targets
+        assert args[args.index("--explore-shrink") + 1] == "1", "a rerun does not shrink"
+    (c,) = [c for c in g.classes if c.nodeid == "explore:101"]
+    assert c.reruns == {"base": ["fail", "fail"], "series": ["pass", "pass"]}, c
+    assert "not rerun" not in c.why, c.why
+
+
+def test_a_sequence_fixed_by_timing_alone_is_flaky(tmp_path: Path, monkeypatch):
+    base_runs = iter(["failed", "passed", "failed"])
+
+    def fake(args, results, extra=(), timeout=0, targets=None):
+        on_base = "--zfs-ref" in args and "--series" not in args
+        got = next(base_runs) if on_base else "passed"
+        _session(results, [run(101, "failed", "error:EFAULT", 1) if got == "failed"
+                           else run(101)], seqs=(101,))
+        return 1, "", 1.0
+
+    monkeypatch.setattr(gate, "run_cases", fake)
+    g = run_gate("pr", "e" * 40, ["-k", "explore"], EXTRA, reruns=2, root=tmp_path / "g")
+    (c,) = [c for c in g.classes if c.nodeid == "explore:101"]
+    assert c.cls == "flaky" and c.reruns["base"] == ["pass", "fail"], c

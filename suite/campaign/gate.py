@@ -166,7 +166,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
         more = ([] if not exploring else gate_explore.BASE_ARGS if side == "base"
                 else gate_explore.replay_args(root / "base"))
         print(f"==> gate: {side} ({' '.join(args)}) {' '.join(selection)}"
-              + (f" (explore: {len(more) // 2} sequences of the base)" if side != "base" and
+              + (f" (explore: {more.count('--explore-replay')} sequences of the base)"
+                 if side != "base" and
                  exploring else ""), flush=True)
         _, problem, g.seconds[side] = run_cases([*selection, *args, *more], root / side, extra)
         if problem:
@@ -191,9 +192,15 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
             out = root / f"rerun{i + 1}-{side}"
             print(f"==> gate: rerun {i + 1}/{reruns} on {side}: {len(todo)} case(s)",
                   flush=True)
+            cases = [n for n in todo if not n.startswith(gate_explore.PREFIX)]
+            replay = [n for n in todo if n not in cases or n == gate_explore.NODE]
+            if replay and gate_explore.NODE not in cases:
+                cases.append(gate_explore.NODE)
+            more = gate_explore.rerun_args(root / "base", replay) if replay else []
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
-                [*args], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in todo])
+                [*args, *more], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in cases])
             got = load_verdicts(out)
+            got.update(gate_explore.verdicts(out))
             for h, n in suspects:
                 if n in todo and (side == "base" or side == h):
                     key = "base" if side == "base" else "series"
@@ -209,9 +216,10 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
 
 def _reran_on(side: str, head: str, nodeid: str, first: CaseClass) -> bool:
     """Whether a suspect of ``head`` is rerun on ``side``: on its head always, on the
-    base unless the base lacks the feature; never an xfstests test or an explore
-    sequence (run as a whole)."""
-    if nodeid.startswith(("xfstests:", gate_explore.PREFIX)):
+    base unless the base lacks the feature; never an xfstests test (run as a whole).
+    An explore sequence, and ``test_explore``, are rerun as a replay of the base's
+    sequences (``gate_explore.rerun_args``), never as a fresh exploration."""
+    if nodeid.startswith("xfstests:"):
         return False
     return side == head or (side == "base" and first.base != "feature-skip")
 

@@ -17,7 +17,9 @@ unseen. So:
   signature), still failing (the same signatures), unchanged pass.
 
 A sequence one side never finished (its guest lost, the budget spent) is
-``inconclusive`` for it, never a pass.
+``inconclusive`` for it, never a pass. A sequence whose first class claims a change
+(fixed, regression, a new signature) is replayed again on both sides, alone, as its
+own control (:func:`rerun_args`): a sequence that fails by timing decides nothing.
 """
 from __future__ import annotations
 
@@ -28,10 +30,13 @@ from suite.campaign.lanes.explore import _json
 from suite.symptoms import CaseVerdict, Symptom
 
 PREFIX = "explore:"
+NODE = "cases/test_explore.py::test_explore"
 SUMMARIES = "*/cases/test_explore/explore/summary.json"
 SEQUENCES = "*/cases/test_explore/engine/explore-*.seq.json"
 # The base explores its whole budget: every distinct finding kept, each shrunk briefly.
 BASE_ARGS = ["--explore-findings", "50", "--explore-shrink", "120"]
+# A rerun judges a sequence again, it does not shrink it (already shrunk on the base).
+RERUN_ARGS = ["--explore-findings", "50", "--explore-shrink", "1"]
 
 
 def generated(session_dir: Path) -> dict[int, Path]:
@@ -47,11 +52,21 @@ def generated(session_dir: Path) -> dict[int, Path]:
 
 
 def replay_args(session_dir: Path) -> list[str]:
-    """``--explore-replay FILE`` for each sequence the base ran, in its order."""
-    args: list[str] = []
+    """``--explore-replay FILE`` for each sequence the base ran, in its order (each
+    failure met shrunk as briefly as the base's: :data:`BASE_ARGS`)."""
+    args: list[str] = [*BASE_ARGS]
     for f in generated(session_dir).values():
         args += ["--explore-replay", str(f)]
     return args
+
+
+def rerun_args(session_dir: Path, nodeids: list[str]) -> list[str]:
+    """A rerun's replay: the base's file of each suspect sequence (``explore:<seed>``),
+    or every sequence of the base when ``test_explore`` alone is the suspect."""
+    files = generated(session_dir)
+    seeds = [int(n[len(PREFIX):]) for n in nodeids if n.startswith(PREFIX)]
+    chosen = [files[s] for s in seeds if s in files] if seeds else list(files.values())
+    return [*RERUN_ARGS, *(a for f in chosen for a in ("--explore-replay", str(f)))]
 
 
 def _op_name(seq_file: Path | None, i: Any) -> str:
