@@ -1,7 +1,7 @@
 """Build another commit of a series from a sibling's tree: only what changed.
 
-A bisection builds commit after commit of one series. Each differs from a
-neighbour in a few files, yet a fresh tree pays ``autogen`` and ``configure``
+A bisection builds commit after commit of one series, and a gate a pull request's
+head after its base. Each differs from a neighbour in a few files, yet a fresh tree pays ``autogen`` and ``configure``
 (minutes here) and kbuild's full walk every time. When a finished build exists
 with the same kernel, flags and targets, for a tree whose build system files
 (``configure.ac``, ``config/``, ``*.am``, ``*.in``, ``*.m4``, ``META``; a ZTS
@@ -63,9 +63,11 @@ class Seeded:
 
 
 def comparable(inputs: dict) -> dict:
-    """The build inputs a donor must share (everything but the tree and commits)."""
-    return {k: v for k, v in inputs.items() if k not in ("source_tree", "series")} | {
-        "series_names": [s["name"] for s in inputs.get("series", [])]}
+    """The build inputs a donor must share: everything but the tree and the series
+    that made it. What a series changes is in its tree, and the tree's diff is what
+    is written (a pull request's head seeds from its base's build: a gate builds the
+    head from the base's tree, only what the pull request changed)."""
+    return {k: v for k, v in inputs.items() if k not in ("source_tree", "series")}
 
 
 def changed_paths(cache: ObjectCache, a: str, b: str) -> list[tuple[str, str]]:
