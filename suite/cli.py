@@ -84,6 +84,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
                              "branch or commit)")
     base = args.zfs_ref or manifests[name].base
     selection = ["-k", args.k] if args.k else []
+    if args.impact_map:
+        from suite.impact.cli import gate_deselect
+        selection += gate_deselect(args.series, base, args.k, args.impact_map)
     extra = [*(["--kernel", args.kernel] if args.kernel else []), *explore_args(args),
              *args.pytest_args]
     g = run_gate(args.series, base, selection, extra, reruns=args.reruns,
@@ -340,6 +343,10 @@ def parser() -> argparse.ArgumentParser:
     gt.add_argument("--tunables", choices=("auto", "off"), default="auto",
                     help="auto: each switch (0/1) a pull request or patch folder adds gets "
                          "a head session with its other value")
+    gt.add_argument("--impact-map", type=Path, default=None, metavar="FILE",
+                    help="test impact selection: of the -k cases, run those the map "
+                         "(python -m suite impact map) says reach what the series changes, "
+                         "and every case it does not know; the rest deselected, named")
     gt.set_defaults(func=cmd_gate)
     bi = sub.add_parser("bisect", help="the first commit of a series at which a case fails")
     bi.add_argument("--series", required=True,
@@ -449,6 +456,8 @@ def parser() -> argparse.ArgumentParser:
                                                 "the first --results folder)")
     cv.add_argument("--no-html", action="store_true", help="no genhtml pages")
     cv.set_defaults(func=cmd_coverage)
+    from suite.impact.cli import add_parser as add_impact
+    add_impact(sub)
     from suite.xfstests_lane import add_parser as add_xfstests
     add_xfstests(sub, add_build_options)
     sh = sub.add_parser("shell", help="boot a guest with the build loaded and a pool; "

@@ -63,7 +63,7 @@ def test_the_suite_has_no_import_cycle():
 # The pipeline's floors, lowest first: a module imports only from its own floor or
 # one below (names several floors need live on the lowest one that uses them).
 STAGES = ("foundation", "ioengine", "judges", "source", "build", "vm", "guest", "casekit",
-          "explore", "coverage", "report", "plugin", "campaign", "commands")
+          "explore", "coverage", "impact", "report", "plugin", "campaign", "commands")
 FOUNDATION = {"suite", "suite.errors", "suite.paths", "suite.progress", "suite.locks",
               "suite.symptoms", "suite.sessions", "suite.signatures"}
 COMMANDS = {"suite.cli", "suite.__main__", "suite.doctor", "suite.shell", "suite.xfstests_lane",

@@ -46,6 +46,12 @@ def gcda_dir(run_dir: Path, build_key: str) -> Path:
     return run_dir / "coverage" / "gcda" / build_key
 
 
+def cases_dir(run_dir: Path, build_key: str) -> Path:
+    """Where the copies taken at each case's end go (one folder per guest, then
+    ``<NNN>-<case>``): suite/impact/casemap.py reads them."""
+    return run_dir / "coverage" / "cases" / build_key
+
+
 # One Python process reads every counter file: a cat and a mkdir per file (566
 # processes for OpenZFS's 283) took ~5 min in a KASAN guest under TCG.
 _PY_COPY = r"""

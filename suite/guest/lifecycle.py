@@ -140,6 +140,7 @@ class CaseWatch:
     harness_from: int = 0               # console findings from this index on are its
     before: Snapshot = field(default_factory=Snapshot)   # what the judges saw at the start
     carried: list[Finding] = field(default_factory=list)  # the console of a guest it power-cut
+    label: str = ""                     # the case's slug
 
     def seen(self) -> list[Finding]:
         """Every console finding of the case so far, across a power cut."""
@@ -188,6 +189,7 @@ class Guests:
     capabilities_recorded: bool = False
     cpus: int = WANT                    # vCPUs of a guest whose shape does not say
     load_params: dict[str, str] = field(default_factory=dict)   # --zfs-param, every load
+    case_copies: dict[str, int] = field(default_factory=dict)   # per guest: counter copies
 
     @cached_property
     def profile_append(self) -> tuple[str, ...]:
@@ -307,7 +309,7 @@ class Guests:
                             timeout=self.accel.deadline(30), check=False)
         g.zfs.guest.set_tripwire(tripwire(g.vm.console_path))
         g.watch = CaseWatch(ConsoleWatcher(g.vm.console_path), g.zfs.param_values(),
-                            before=Snapshot.parse(r.stdout))
+                            before=Snapshot.parse(r.stdout), label=label)
         return g.watch
 
     def judge_leftovers(self, g: ZfsGuest, watch: CaseWatch, case_dir: Path) -> Judgement:
@@ -381,6 +383,8 @@ class Guests:
                 stuck = stuck_tasks(g.zfs.guest, self.accel.scale)
             except GuestError:
                 alive = False
+        if alive:
+            self.copy_case_coverage(g, watch.label)
         found, harness_found = watch.findings()
         left = Judgement()
         # A guest already condemned (stuck tasks, kernel trouble past a lockdep-like
@@ -435,6 +439,24 @@ class Guests:
                                               timeout=self.accel.deadline(120))
             g.zfs.guest.mark(f"ozfs-vmci: gcov counters: {got.files} files to {dest}"
                              + (f" ({got.skipped})" if got.skipped else ""))
+        except (SuiteError, ValueError, OSError) as e:
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "collect-failed.txt").write_text(f"{e}\n")
+
+    def copy_case_coverage(self, g: ZfsGuest, label: str) -> None:
+        """An instrumented build: the guest's counters as the case leaves them, into
+        ``coverage/cases/<key>/<guest>/<NNN>-<case>/``; what grew since the guest's
+        previous copy is what the case reached (the per-case map of test impact
+        selection: ``suite/impact/casemap.py``). A failed copy is noted there."""
+        if not coverage_flags.instrumented(self.record.inputs) or not label:
+            return
+        name = g.vm.spec.name
+        n = self.case_copies[name] = self.case_copies.get(name, 0) + 1
+        dest = coverage_collect.cases_dir(self.run_dir, self.record.key) / name / \
+            f"{n:03d}-{label}"
+        try:
+            coverage_collect.from_guest(g.zfs.guest, dest, name,
+                                        timeout=self.accel.deadline(120))
         except (SuiteError, ValueError, OSError) as e:
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "collect-failed.txt").write_text(f"{e}\n")
