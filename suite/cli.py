@@ -215,7 +215,8 @@ def cmd_findings(args: argparse.Namespace) -> int:
                              args=args.repro_args)[0]
         if not (args.zfs_ref or args.series or args.zfs_source):
             args.zfs_ref = "master"
-        return run_plain(args.id, options_from(args), accel=args.accel, args=args.repro_args)
+        return run_plain(args.id, options_from(args), accel=args.accel, args=args.repro_args,
+                         script=args.script)
     exported = reports / args.id
     if not (exported / "repro.sh").exists():
         raise SuiteError(f"{args.id} has no exported reproducer in {exported}",
@@ -381,6 +382,9 @@ def parser() -> argparse.ArgumentParser:
                          "fresh guest each: the finding's 'seen on' table")
     fd.add_argument("--repro-args", default="", metavar="ARGS",
                     help="verify --plain: arguments for repro.sh (e.g. '--rounds 5')")
+    fd.add_argument("--script", default="repro.sh", metavar="NAME",
+                    help="verify --plain: another script of the finding's folder (nfs.sh: "
+                         "what an NFS client of the dataset meets)")
     add_build_options(fd.add_argument)
     fd.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     fd.set_defaults(func=cmd_findings)

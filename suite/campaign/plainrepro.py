@@ -46,14 +46,15 @@ def files(d: Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file())
 
 
-def command(guest_dir: str, tools: list[str], libs: list[str], args: str = "") -> str:
+def command(guest_dir: str, tools: list[str], libs: list[str], args: str = "",
+            script: str = "repro.sh") -> str:
     """``repro.sh`` run in its copy: the build's tools first on PATH (as a machine with
     ZFS installed has them), PYTHONPATH unset, nothing of the suite reachable."""
     path = ":".join(libs + tools)
     env = f"env -u PYTHONPATH PATH={shlex.quote(path)}:\"$PATH\""
     if libs:
         env += f" LD_LIBRARY_PATH={shlex.quote(':'.join(libs))}"
-    return f"cd {shlex.quote(guest_dir)} && {env} bash ./repro.sh {args}".rstrip()
+    return f"cd {shlex.quote(guest_dir)} && {env} bash ./{script} {args}".rstrip()
 
 
 def console_verdict(signature: str, run_dir: Path) -> tuple[int, list[str]]:
@@ -68,15 +69,20 @@ def console_verdict(signature: str, run_dir: Path) -> tuple[int, list[str]]:
     return (1 if hit else 2), lines
 
 
-def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
-    """Run the finding's plain reproducer in a fresh guest on the build ``opts`` names;
-    1 reproduced, 0 not, 2 could not test (or the guest died without the finding's
-    signature on its console)."""
+def run_plain(fid: str, opts, accel: str = "auto", args: str = "",
+              script: str = "repro.sh") -> int:
+    """Run the finding's plain reproducer (``script`` of its folder: repro.sh, or
+    another a real caller needs, e.g. nfs.sh) in a fresh guest on the build ``opts``
+    names; 1 reproduced, 0 not, 2 could not test (or the guest died without the
+    finding's signature on its console)."""
     from suite.build.pipeline import build
     from suite.guest.lifecycle import Guests, GuestShape
     from suite.report import upstream
     from suite.vm.accel import for_build
     src = folder(fid)
+    if not (src / script).is_file():
+        raise SuiteError(f"{fid}'s folder has no {script}",
+                         fix=f"one of: {', '.join(p.name for p in src.glob('*.sh'))}")
     finding = {f.id: f for f in upstream.load()}.get(fid)
     record, _ = build(opts)
     a = for_build(accel, record.kernel)
@@ -95,8 +101,8 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
             guest.put(p, f"{gdir}/{p.name}")
         tools = sorted({str(Path(p).parent) for p in record.commands.values()})
         libs = sorted({str(Path(p).parent / ".libs") for p in record.commands.values()})
-        cmd = command(gdir, tools, libs, args)
-        print(f"{record.summary()}\nrunning {src}/repro.sh as {gdir}/repro.sh", flush=True)
+        cmd = command(gdir, tools, libs, args, script)
+        print(f"{record.summary()}\nrunning {src}/{script} as {gdir}/{script}", flush=True)
         t1 = time.monotonic()
         try:
             r = guest.run(cmd, timeout=a.deadline(900), check=False)
@@ -105,7 +111,7 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
             out = getattr(getattr(e, "result", None), "stdout", "") or ""
             (run_dir / "repro-output.txt").write_text(out + f"\n[guest lost: {e}]\n")
             print(out[-8000:])
-            print(f"the guest did not come back from repro.sh ({str(e).splitlines()[0]})")
+            print(f"the guest did not come back from {script} ({str(e).splitlines()[0]})")
             for ln in lines[:8]:
                 print(f"  console: {ln}")
             print(f"{VERDICTS.get(rc, 'INCONCLUSIVE')} (judged by the console); "
@@ -116,7 +122,7 @@ def run_plain(fid: str, opts, accel: str = "auto", args: str = "") -> int:
         if r.stderr.strip():
             print(r.stderr[-3000:])
         rc = r.rc if r.rc in (0, 1) else 2
-        print(f"exit {r.rc}: {VERDICTS.get(rc, 'could not test')}; repro.sh "
+        print(f"exit {r.rc}: {VERDICTS.get(rc, 'could not test')}; {script} "
               f"{time.monotonic() - t1:.0f}s, with the guest {time.monotonic() - t0:.0f}s; "
               f"results {run_dir}")
         return rc

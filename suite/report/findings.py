@@ -138,6 +138,8 @@ def _status_lines(f: upstream.UpstreamFinding) -> list[str]:
         out += [f"Upstream status: {f.status}{ref}: {f.status_why}.", ""]
     if f.production:
         out += [f"A build without `--enable-debug`: {f.production}.", ""]
+    if f.impact:
+        out += [f"Impact: {f.impact}.", ""]
     if fix_folder(f).is_dir():
         out += [f"A candidate fix is attached (`patches/{FIXES}/{fix_folder(f).name}/`).", ""]
     return out

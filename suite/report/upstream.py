@@ -86,6 +86,9 @@ class UpstreamFinding:
     # The folder of our candidate fix under patches/upstream/fixes/ (default: the id;
     # one fix may serve two findings).
     fix: str = ""
+    # Who meets it in practice, as measured (a real caller: an NFS client, a VM's disk),
+    # with the script beside repro.sh that shows it.
+    impact: str = ""
 
     @property
     def private(self) -> bool:
