@@ -3,6 +3,7 @@ ops go through a loop device over its file, here on a disk file system (root and
 loop devices needed: skipped, and said, where the machine has none)."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def test_a_backing_file_that_differs_from_the_model_is_a_finding(tmp_path: Path)
 
 def test_a_caller_the_engine_does_not_know_is_refused():
     with pytest.raises(ValueError, match="unknown caller"):
-        callers.make({"kind": "nfs"}, "/x", 4096)
+        callers.make({"kind": "smb"}, "/x", 4096)
     with pytest.raises(ValueError, match="sector size"):
         callers.make({"kind": "loop", "lbs": 1024}, "/x", 4096)
     assert callers.make({}, "/x", 4096) is None
@@ -92,9 +93,9 @@ def test_file_systems_between_are_drawn_with_file_ops_and_no_zfs_op():
     seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, Choices(zfs_ops=True))
             for k in range(100)]
     kinds = {s.caller.get("kind") for s in seqs}
-    assert {"loop", "loopfs", "overlay", None} == kinds
+    assert {"loop", "loopfs", "overlay", "nfs", None} == kinds
     for s in seqs:
-        if s.caller.get("kind") in ("loopfs", "overlay"):
+        if s.caller.get("kind") in ("loopfs", "overlay", "nfs"):
             assert not {o.op for o in s.ops} & {"snapshot", "rollback", "txg_sync"}
             assert Sequence.from_json(s.to_json()) == s
     fs = next(s for s in seqs if s.caller.get("kind") == "loopfs")
@@ -146,3 +147,59 @@ def test_an_overlay_upper_file_that_differs_from_the_model_is_a_finding(tmp_path
     assert bad is not None and bad.kind == "wrong-bytes" and "upper file" in bad.why
     short = _backing_check(ov, Model(b"a" * 9000))
     assert short is not None and short.kind == "size"
+
+
+def test_nfs_is_drawn_from_a_generator_of_its_own_and_said():
+    """Adding the NFS caller changed no sequence that does not draw it."""
+    seqs = [generate(sequence_seed(1, k), 40, "file", 3 * MIB, Choices(zfs_ops=True))
+            for k in range(200)]
+    without = [generate(sequence_seed(1, k), 40, "file", 3 * MIB,
+                        Choices(zfs_ops=True, nfs_share=0.0)) for k in range(200)]
+    nfs = [k for k, s in enumerate(seqs) if s.caller.get("kind") == "nfs"]
+    assert 4 <= len(nfs) <= 40, len(nfs)
+    assert all(seqs[k] == without[k] for k in range(200) if k not in nfs)
+    assert all(not without[k].caller for k in nfs), "only caller-less sequences draw NFS"
+    assert "NFSv4.2 mount of the kernel's NFS server" in seqs[nfs[0]].render()
+
+
+def test_through_nfs_only_the_datasets_always_is_direct_io():
+    from suite.explore.failure import direct
+    from suite.explore.ops import Op
+    s = caller_sequence({"kind": "nfs"})
+    o = Op("pread", direct=True, len=4096)
+    assert not direct(Sequence.from_dict({**s.to_dict(), "props": {"direct": "standard"}}), o)
+    assert direct(Sequence.from_dict({**s.to_dict(), "props": {"direct": "always"}}), o)
+
+
+def test_a_read_through_nfs_is_the_splice_finding_where_it_stands():
+    from suite.explore.crashes.avoid import known_failure
+    from suite.report import upstream
+    fs = upstream.load()
+    hit = known_failure("wrong-bytes", "pread", "6.1.0-57-amd64", fs, direct=True, caller="nfs")
+    assert hit is not None and hit.id == "sendfile-from-direct-always-moves-nothing"
+    assert known_failure("wrong-bytes", "pread", "6.12.0", fs, direct=True, caller="nfs") is None
+    assert known_failure("wrong-bytes", "pread", "6.1.0", fs, direct=False, caller="nfs") is None
+    assert known_failure("wrong-bytes", "pread", "6.1.0", fs, direct=True) is None
+
+
+def nfs_usable() -> str:
+    """Why the kernel NFS server cannot run here ('' if it can)."""
+    from suite.explore.targets import nfs_server
+    if not nfs_server():
+        return "nfs-kernel-server is not installed"
+    if os.geteuid() != 0:
+        return "not root"
+    subprocess.run(["modprobe", "nfsd"], capture_output=True)
+    if "\tnfsd\n" not in Path("/proc/filesystems").read_text():
+        return "no nfsd on this kernel (modprobe nfsd failed: a container?)"
+    return ""
+
+
+def test_a_sequence_through_nfs_runs_and_the_export_holds_the_model(ddir: Path):
+    why = nfs_usable()
+    if why:
+        pytest.skip(why)
+    rc, lines = run_engine(ddir, caller_sequence({"kind": "nfs"}), "fs-nfs")
+    assert rc == 0 and lines[-1]["ok"], [o for o in _ops(lines) if not o["ok"]]
+    assert "knfsd exporting" in next(ln for ln in lines if ln["event"] == "setup")["what"]
+    assert str(ddir) not in Path("/proc/mounts").read_text(), "the NFS mount was let go"

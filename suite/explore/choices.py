@@ -126,6 +126,10 @@ class Choices:
     # engine and the dataset: ext4 on a loop device over a file of the dataset (fsck'd
     # at the end), or overlayfs with its upper layer on the dataset. File ops, no ZFS ops.
     fs_share: float = 0.25
+    # of the file sequences with no caller after those, an NFS client: the kernel's NFS
+    # server exports a folder of the dataset, mounted back (NFSv4.2; nfsd reads by
+    # splice, copies by COPY, clones by CLONE). Its own generator.
+    nfs_share: float = 0.08
     # after an op, several actors on one window at once (the ``actors`` op: 2-4
     # processes or threads, O_DIRECT against buffered and mmap writers, readers,
     # punch, copy and truncate: suite/ioengine/explore/actors.py). From a generator of

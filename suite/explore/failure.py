@@ -55,7 +55,11 @@ def label(op: Op | None) -> str:
 
 
 def direct(seq: Sequence, op: Op) -> bool:
-    """``op`` asked for Direct I/O: O_DIRECT, or a dataset of ``direct=always``."""
+    """``op`` asked OpenZFS for Direct I/O: O_DIRECT, or a dataset of ``direct=always``.
+    Through NFS the server's own requests reach OpenZFS, buffered whatever the client
+    asked: Direct I/O only where the dataset says ``always``."""
+    if seq.caller.get("kind") == "nfs":
+        return seq.props.get("direct") == "always"
     return wants_direct(op.direct, seq.props)
 
 

@@ -379,7 +379,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:
     """A file sequence's in-kernel caller (``Choices.loop_share`` of them a loop
     device; of the others ``Choices.fs_share`` a file system between: ext4 on a loop
-    device, or overlayfs), or {}."""
+    device, or overlayfs; of the rest ``Choices.nfs_share`` an NFS mount of the kernel's
+    NFS server), or {}."""
     if target != "file":
         return {}
     r = random.Random(f"caller:{seed}")
@@ -387,7 +388,10 @@ def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:
         return {"kind": "loop", "dio": r.choice((0, 1)), "lbs": r.choice((512, 4096))}
     f = random.Random(f"caller-fs:{seed}")
     if f.random() >= ch.fs_share:
-        return {}
+        # of the rest, an NFS client through the kernel's own server (its own generator:
+        # a sequence that does not draw it is the one it always was)
+        n = random.Random(f"caller-nfs:{seed}")
+        return {"kind": "nfs"} if ch.nfs_share > 0 and n.random() < ch.nfs_share else {}
     if f.random() < 0.5:
         return {"kind": "overlay"}
     return {"kind": "loopfs", "dio": f.choice((0, 1)), "lbs": f.choice((512, 4096))}

@@ -181,6 +181,9 @@ class Sequence:
         c = self.caller
         if c.get("kind") == "overlay":
             lines.append("the file opened through overlayfs, its upper layer on the dataset")
+        elif c.get("kind") == "nfs":
+            lines.append("the file opened through an NFSv4.2 mount of the kernel's NFS server "
+                         "exporting a folder of the dataset to 127.0.0.1")
         elif c:
             lines.append(f"the ops through a loop device over the file: losetup --direct-io="
                          f"{'on' if c.get('dio') else 'off'} --sector-size {c.get('lbs')}" +

@@ -25,7 +25,8 @@ TUNABLES = {**PARAM_CHOICES, **TUNABLE_CHOICES}
 CALLER_CELLS = ["caller:self"] + [f"caller:loop dio={d} lbs={b}" for d in (0, 1)
                                   for b in (512, 4096)] + \
     [f"caller:loop direct={v}" for v in ("always", "disabled", "standard")] + \
-    [f"caller:ext4 on loop dio={d}" for d in (0, 1)] + ["caller:overlay"]
+    [f"caller:ext4 on loop dio={d}" for d in (0, 1)] + ["caller:overlay"] + \
+    [f"caller:nfs direct={v}" for v in ("always", "disabled", "standard")]
 
 
 # The kernel moving bytes: into the target from the source file, out of it, user pages in.
@@ -35,7 +36,7 @@ HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                             for t in ("fsync", "syncfs", "later_write",
                                                       "stream")]
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
-CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay")
+CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay", "nfs")
 
 
 def caller_label(seq: Sequence) -> str:
@@ -45,8 +46,8 @@ def caller_label(seq: Sequence) -> str:
         return f"loop dio={c.get('dio')}"
     if c.get("kind") == "loopfs":
         return "ext4 on loop"
-    if c.get("kind") == "overlay":
-        return "overlay"
+    if c.get("kind") in ("overlay", "nfs"):
+        return c["kind"]
     return "self" if seq.target == "file" else seq.target
 
 
@@ -180,6 +181,8 @@ def seq_tunables(seq: Sequence) -> list[str]:
         out.append(f"caller:ext4 on loop dio={c.get('dio')}")
     elif c.get("kind") == "overlay":
         out.append("caller:overlay")
+    elif c.get("kind") == "nfs":
+        out.append(f"caller:nfs direct={seq.props.get('direct', '-')}")
     elif seq.target == "file":
         out.append("caller:self")
     return sorted(out)

@@ -384,7 +384,7 @@ class Explorer:
             laid = cause(seq, v.failed_at, v.first_wrong_byte)
             upstream = known_failure(v.kind, failing, self.s.kernel_release, self.s.upstream,
                                      laid.op if laid is not None else None, asked_direct,
-                                     v.why) \
+                                     v.why, seq.caller.get("kind", "")) \
                 if v.trip is None else report
             if self.dead:           # nothing can replace a guest that tripped
                 result.no_result.append((seq.seed, replace(

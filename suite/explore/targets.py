@@ -14,6 +14,8 @@ again: a ``zfs destroy`` of it could hang too. How zvols are made in a guest is
 """
 from __future__ import annotations
 
+import shutil
+
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
@@ -164,7 +166,14 @@ def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
                        params=tuple(p for p in sorted(param_table("zvol")) if has_param(p)),
                        vol_have=tuple(sorted(k for k in ZVOL_PROP_CHOICES if k in have)))
     return Choices(ops=ops, props={k: v for k, v in PROP_CHOICES.items() if k in have},
-                   params=tuple(p for p in sorted(param_table("file")) if has_param(p)))
+                   params=tuple(p for p in sorted(param_table("file")) if has_param(p)),
+                   **({} if nfs_server() else {"nfs_share": 0.0}))
+
+
+def nfs_server() -> bool:
+    """The kernel NFS server's tools are there (a guest's root is this machine's:
+    ``nfs-kernel-server``, ci/apt-packages.txt); without them no sequence draws NFS."""
+    return all(shutil.which(t) for t in ("exportfs", "rpc.nfsd", "rpc.mountd", "mount.nfs"))
 
 
 def settable(seq: Sequence, has_param: Callable[[str], bool]) -> Sequence:

@@ -57,6 +57,8 @@ class UpstreamFinding:
     # Explore: ops whose failure of one of ``kinds`` is this finding (on kernels older
     # than ``linux_before``): counted and named as known, not shrunk again in a new shape.
     explore_ops: tuple[str, ...] = ()
+    # ... or any op through one of these callers (``nfs``: nfsd reads by splice)
+    explore_callers: tuple[str, ...] = ()
     explore_after: tuple[str, ...] = ()     # ... and only when the op that last changed
     #                                         the first wrong byte is of these kinds
     # What follows from the bug, accepted only beside a symptom of its own: the command
@@ -196,7 +198,7 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     return out
 
 
-_TUPLES = ("cases", "kinds", "explore_hangs", "explore_ops", "explore_after", "also")
+_TUPLES = ("cases", "kinds", "explore_hangs", "explore_ops", "explore_callers", "explore_after", "also")
 
 
 def _entry(f: dict) -> UpstreamFinding:

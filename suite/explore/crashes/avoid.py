@@ -70,17 +70,21 @@ def known_report(trip: Trip, release: str, findings: Iterable[Any]) -> Any | Non
 
 def known_failure(kind: str | None, op_kind: str | None, release: str,
                   findings: Iterable[Any], cause: str | None = None,
-                  direct: bool = True, why: str = "") -> Any | None:
+                  direct: bool = True, why: str = "", caller: str = "") -> Any | None:
     """The known finding (an ``UpstreamFinding``) a failure of ``kind`` in an op of
-    ``op_kind`` is on this kernel, or None: the op that last changed the first wrong
-    byte (``cause``, its kind) one of the finding's ``explore_after`` where it names
-    any, Direct I/O asked for (``direct``) where its ``explore_direct`` says so, and
-    what the engine said of it (``why``) matching its ``explore_why`` where it has one."""
+    ``op_kind`` is on this kernel, or None: its op one of the finding's ``explore_ops``
+    (or any op, through a ``caller`` of its ``explore_callers``: nfsd reads by splice),
+    the op that last changed the first wrong byte (``cause``, its kind) one of the
+    finding's ``explore_after`` where it names any, Direct I/O asked for (``direct``)
+    where its ``explore_direct`` says so, and what the engine said of it (``why``)
+    matching its ``explore_why`` where it has one."""
     if not kind or not op_kind:
         return None
     for f in findings:
         after = getattr(f, "explore_after", ())
-        if op_kind in getattr(f, "explore_ops", ()) and kind in f.kinds and \
+        by_op = op_kind in getattr(f, "explore_ops", ()) or \
+            bool(caller and caller in getattr(f, "explore_callers", ()))
+        if by_op and kind in f.kinds and \
                 (not after or cause in after) and \
                 (direct or not getattr(f, "explore_direct", False)) and on_kernel(f, release) \
                 and (not getattr(f, "explore_why", "") or re.search(f.explore_why, why)):

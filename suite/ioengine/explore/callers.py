@@ -19,6 +19,14 @@ beside it); the target is opened through the merged folder, so every request, O_
 included, reaches OpenZFS from overlayfs' own calls with overlay's file. When the ops
 are done the upper file on the dataset itself must hold what the model says.
 
+``nfs``: the kernel NFS server exports a folder of the dataset to 127.0.0.1 alone
+(NFSv4.2, the export the v4 root: ``fsid=0``) and the folder is mounted back; the target
+is opened through the mount, so every request reaches OpenZFS from nfsd's own calls
+(reads by splice, COPY, CLONE, DEALLOCATE as the client's ops ask). The server is started
+if it is not running (a short grace period) and left running for the guest's next
+sequence. When the ops are done the mount and the export are let go and the file on the
+dataset itself must hold what the model says.
+
 A caller is data in the sequence (``"caller": {"kind": "loop", "dio": 1, "lbs":
 4096}``); none means the engine itself.
 """
@@ -31,7 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-CALLERS = ("loop", "loopfs", "overlay")
+CALLERS = ("loop", "loopfs", "overlay", "nfs")
+NFSD = "/proc/fs/nfsd"
 LOOPFS_MIN = 64 << 20           # ext4's own metadata beside a file of the sequence's size
 LOOP_SECTOR_SIZES = (512, 4096)
 
@@ -200,15 +209,91 @@ class Overlay:
         return []
 
 
-def remove_dirs(c: Loop | LoopFs | Overlay) -> None:
+@dataclass
+class Nfs:
+    """knfsd exporting a folder of the dataset, mounted back; the target opened through it."""
+    base: str
+    size: int
+    mnt: str = ""
+    exported: str = ""
+
+    @property
+    def blockdev(self) -> bool:
+        return False
+
+    def dirs(self) -> tuple[str, str]:
+        return f"{self.base}.export", f"{self.base}.nfs"
+
+    def attach(self, timeout_s: float = 60.0) -> str:
+        export, mnt = self.dirs()
+        for d in (export, mnt):
+            os.makedirs(d, exist_ok=True)
+        start_nfsd(timeout_s)
+        _run(["exportfs", "-o", "rw,no_root_squash,fsid=0,insecure,no_subtree_check,sync",
+              f"127.0.0.1:{export}"], timeout_s, "exportfs")
+        self.exported = export
+        deadline = time.monotonic() + max(timeout_s, 60.0)   # a fresh server's grace period
+        while True:
+            p = subprocess.run(["mount", "-t", "nfs", "-o", "vers=4.2", "127.0.0.1:/", mnt],
+                               capture_output=True, text=True, timeout=timeout_s)
+            if p.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise CallerError(p.returncode or 1,
+                                  f"mount -t nfs 127.0.0.1:/ {mnt}: {p.stderr.strip()[-300:]}")
+            time.sleep(2)
+        self.mnt = mnt
+        return os.path.join(mnt, "target")
+
+    def detach(self, timeout_s: float = 60.0) -> str:
+        why = umount(self.mnt, timeout_s) if self.mnt else ""
+        self.mnt = ""
+        if self.exported:
+            subprocess.run(["exportfs", "-u", f"127.0.0.1:{self.exported}"],
+                           capture_output=True, timeout=timeout_s)
+            self.exported = ""
+        return why
+
+    def upper_bytes(self, n: int) -> bytes:
+        with open(os.path.join(self.dirs()[0], "target"), "rb") as f:
+            return f.read(n)
+
+    def files(self) -> list[str]:
+        return []
+
+
+def start_nfsd(timeout_s: float) -> None:
+    """The kernel NFS server, v4 only, started if no thread runs (a 10 s grace
+    period); rpc.mountd too (nfsd asks it about exports)."""
+    if not os.path.exists(f"{NFSD}/threads"):
+        subprocess.run(["modprobe", "nfsd"], capture_output=True, timeout=timeout_s)
+        _run(["mount", "-t", "nfsd", "nfsd", NFSD], timeout_s, "mount nfsd")
+    with open(f"{NFSD}/threads") as f:
+        running = f.read().strip() not in ("", "0")
+    if not running:
+        for knob in ("nfsv4gracetime", "nfsv4leasetime"):
+            try:
+                with open(f"{NFSD}/{knob}", "w") as f:
+                    f.write("10")
+            except OSError:
+                pass
+        os.makedirs("/var/lib/nfs/v4recovery", exist_ok=True)
+        _run(["rpc.nfsd", "-N", "3", "--no-udp", "4"], timeout_s, "rpc.nfsd")
+    if subprocess.run(["pgrep", "-x", "rpc.mountd"], capture_output=True).returncode != 0:
+        _run(["rpc.mountd", "-N", "2", "-N", "3"], timeout_s, "rpc.mountd")
+
+
+def remove_dirs(c: Loop | LoopFs | Overlay | Nfs) -> None:
     """The folders a caller made (after a passing run: a failing one keeps its files)."""
-    dirs = list(c.dirs()) if isinstance(c, Overlay) else [c.mnt] if isinstance(c, LoopFs) else []
+    dirs = list(c.dirs()) if isinstance(c, (Overlay, Nfs)) else \
+        [c.mnt] if isinstance(c, LoopFs) else []
     for d in dirs:
         if d and os.path.isdir(d) and not os.path.ismount(d):
             shutil.rmtree(d, ignore_errors=True)
 
 
-def make(caller: dict[str, Any] | None, path: str, size: int) -> Loop | LoopFs | Overlay | None:
+def make(caller: dict[str, Any] | None, path: str,
+         size: int) -> Loop | LoopFs | Overlay | Nfs | None:
     """The caller a sequence names over its file ``path``, or None (the engine itself)."""
     if not caller:
         return None
@@ -217,6 +302,8 @@ def make(caller: dict[str, Any] | None, path: str, size: int) -> Loop | LoopFs |
         raise ValueError(f"unknown caller {kind!r} (known: {', '.join(CALLERS)})")
     if kind == "overlay":
         return Overlay(path, size)
+    if kind == "nfs":
+        return Nfs(path, size)
     lbs = int(caller.get("lbs", 4096))
     if lbs not in LOOP_SECTOR_SIZES:
         raise ValueError(f"loop sector size {lbs} is not one of {LOOP_SECTOR_SIZES}")
@@ -225,10 +312,12 @@ def make(caller: dict[str, Any] | None, path: str, size: int) -> Loop | LoopFs |
     return Loop(path, size, bool(caller.get("dio")), lbs)
 
 
-def describe(c: Loop | LoopFs | Overlay) -> str:
+def describe(c: Loop | LoopFs | Overlay | Nfs) -> str:
     """The caller's setup, as the engine announces it."""
     if isinstance(c, Overlay):
         return f"overlayfs over {c.base}.upper (the dataset), "
+    if isinstance(c, Nfs):
+        return f"knfsd exporting {c.base}.export (the dataset), NFSv4.2 mounted back, "
     dio = "--direct-io=on " if c.dio else ""
     fs = "mkfs.ext4 and mount on it, " if isinstance(c, LoopFs) else ""
     return f"losetup {dio}--sector-size {c.lbs} over {c.backing}, {fs}"

@@ -249,10 +249,11 @@ def run_sequence(seq: dict[str, Any], steps: list[Step], path: str, scratch: str
     return EXIT_OK if failed is None else EXIT_FINDING
 
 
-def _backing_check(loop: callers.Loop | callers.LoopFs | callers.Overlay,
+def _backing_check(loop: callers.Loop | callers.LoopFs | callers.Overlay | callers.Nfs,
                    model: Model) -> Outcome | None:
-    """The caller let go: a loop device's backing file, an overlay's upper file must
-    hold the model's bytes; a file system on a loop device must check clean."""
+    """The caller let go: a loop device's backing file, an overlay's upper file, the
+    NFS export's file must hold the model's bytes; a file system on a loop device must
+    check clean."""
     why = loop.detach()
     if why and isinstance(loop, callers.LoopFs) and why.startswith("e2fsck"):
         return Outcome("failed", "fsck", f"ext4 on the loop device over {loop.backing}: {why}")
@@ -261,12 +262,14 @@ def _backing_check(loop: callers.Loop | callers.LoopFs | callers.Overlay,
     if isinstance(loop, callers.Loop):
         got = loop.backing_bytes(model.size)
         return check_bytes(got, model, 0, f"the loop device's backing file {loop.backing}")
-    if isinstance(loop, callers.Overlay):
+    if isinstance(loop, (callers.Overlay, callers.Nfs)):
+        what = ("the overlay's upper file" if isinstance(loop, callers.Overlay)
+                else "the NFS export's file") + " on the dataset"
         got = loop.upper_bytes(model.size + 1)
         if len(got) != model.size:
-            return Outcome("failed", "size", f"the overlay's upper file on the dataset has "
-                           f"{len(got)} bytes, the model {model.size}")
-        return check_bytes(got, model, 0, "the overlay's upper file on the dataset")
+            return Outcome("failed", "size", f"{what} has {len(got)} bytes, the model "
+                           f"{model.size}")
+        return check_bytes(got, model, 0, what)
     return None
 
 
