@@ -64,10 +64,13 @@ def test_a_diff_changes_functions_by_body_and_signature_and_names_outside(tmp_pa
     new = (SRC.replace("#define\tZFS_DIO_LIMIT\t16", "#define\tZFS_DIO_LIMIT\t32")
            .replace("return (n + m);", "return (n + m + 1);")
            .replace("    int m)", "    int m, int k)"))
-    head = commit(repo, {"module/zfs/zfs_vnops.c": new, "tests/a.ksh": "x\n"}, "head")
+    head = commit(repo, {"module/zfs/zfs_vnops.c": new, "tests/a.ksh": "x\n",
+                         "tests/zfs-tests/cmd/t.c": "int\nmain(void)\n{\n\treturn (1);\n}\n"},
+                  "head")
     imp = changed.from_git(repo / ".git", base, head)
     assert imp.functions == {"module/zfs/zfs_vnops.c:dio_helper"}, imp.functions
-    assert imp.names == {"ZFS_DIO_LIMIT"} and imp.other == {"tests/a.ksh"}
+    assert imp.names == {"ZFS_DIO_LIMIT"}
+    assert imp.other == {"tests/a.ksh", "tests/zfs-tests/cmd/t.c"}, "a test program is no module's"
     assert imp.users["ZFS_DIO_LIMIT"] == {"module/zfs/zfs_vnops.c:zfs_read",
                                           "module/zfs/other.c:user"}
     assert "module/zfs/other.c:bystander" not in imp.all_functions()
@@ -81,6 +84,21 @@ def test_a_removed_line_is_placed_in_the_old_file():
     assert imp.functions == {"m.c:dio_helper"}
 
 
+def test_a_struct_member_is_used_through_an_access_and_a_forward_declaration_is_nothing():
+    text = ("struct spa;\ntypedef struct zpl_aio {\n\tznode_t\t*zp;\n"
+            "\tuint64_t\tspa_async_pool;\n} zpl_aio_t;\n")
+    diff = ("diff --git a/m.h b/m.h\n--- a/m.h\n+++ b/m.h\n@@ -0,0 +1,5 @@\n"
+            + "".join("+" + ln + "\n" for ln in text.splitlines()))
+    (fd,) = changed.parse(diff)
+    imp = changed.Impact()
+    changed.file_impact(fd, "", text, imp)
+    assert imp.names == {".zp", ".spa_async_pool", "zpl_aio", "zpl_aio_t"}, imp.names
+    src = ("static int\nuses(spa_t *spa)\n{\n\treturn (spa->spa_async_pool != 0);\n}\n"
+           "static int\nnamesake(int spa_async_pool)\n{\n\treturn (spa_async_pool);\n}\n")
+    got = changed.users({"m.c": src}, imp.names)
+    assert got[".spa_async_pool"] == {"m.c:uses"} and got[".zp"] == set(), got
+
+
 def test_names_a_line_outside_functions_defines():
     assert changed.defined_names("#define UIO_DIO_DENY 0x0002") == {"UIO_DIO_DENY"}
     assert changed.defined_names("\tboolean_t\tzfd_dio_read_declined;") == {
@@ -88,6 +106,10 @@ def test_names_a_line_outside_functions_defines():
     assert changed.defined_names("static uint_t zfs_vdev_direct_read_verify = 1;") == {
         "zfs_vdev_direct_read_verify"}
     assert changed.defined_names(" * a comment line") == set()
+    # a prototype names its function, never its parameters (spa, zp, cr: everywhere)
+    assert changed.defined_names("extern int zfs_read_impl(znode_t *zp, zfs_uio_t *uio, "
+                                 "int ioflag, cred_t *cr);") == {"zfs_read_impl"}
+    assert changed.defined_names("EXPORT_SYMBOL(zfs_read);") == set()
 
 
 def _map() -> CaseMap:

@@ -25,6 +25,8 @@ continue static const volatile inline extern struct union enum typedef unsigned 
 int char long short void boolean_t uint64_t uint32_t uint16_t uint8_t int64_t int32_t
 size_t ssize_t uint_t ulong_t B_TRUE B_FALSE NULL EXPORT_SYMBOL ZFS_MODULE_PARAM
 module_param MODULE_PARM_DESC""".split())
+FORWARD = re.compile(r"^\s*(?:struct|union|enum)\s+\w+\s*;")      # declares nothing new
+KERNEL_PATHS = ("module/", "include/")     # what the guests' modules are built from
 HEAD_LINES = 12               # a signature spans at most this many lines above its brace
 
 
@@ -68,6 +70,31 @@ def _return_type(ln: str) -> bool:
     s = ln.strip()
     return bool(s) and not ln[:1].isspace() and not s.startswith(("}", "#", "/*", "*")) \
         and not s.endswith((";", "*/", "{", "}"))
+
+
+AGGREGATE = re.compile(r"^(?:typedef\s+)?(?:struct|union|enum)\s*(\w*)\s*\{")
+CLOSE_NAMES = re.compile(r"^\}\s*([\w\s,*]*);")
+
+
+def aggregates(text: str) -> list[tuple[int, int, set[str]]]:
+    """The struct, union and enum definitions at column 0: (first line, last line,
+    their names: the tag and the typedef names after the brace)."""
+    lines = text.splitlines()
+    out: list[tuple[int, int, set[str]]] = []
+    i = 0
+    while i < len(lines):
+        m = AGGREGATE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("}")),
+                   len(lines) - 1)
+        names = {m.group(1)} if m.group(1) else set()
+        if c := CLOSE_NAMES.match(lines[end]):
+            names |= {w for w in re.findall(r"\w+", c.group(1))}
+        out.append((i + 1, end + 1, names))
+        i = end + 1
+    return out
 
 
 def span_at(sp: list[Span], line: int) -> Span | None:
@@ -114,6 +141,9 @@ def defined_names(line: str) -> set[str]:
     code = re.sub(r"/\*.*?\*/|//.*$|\"[^\"]*\"", " ", line).strip()
     if not code or code.startswith(("*", "/*", "#")):
         return set()
+    if "(" in code:         # a prototype or a macro call: its name, never its parameters'
+        m = re.search(r"([A-Za-z_]\w*)\s*\(", code)
+        return {m.group(1)} - KEYWORDS if m else set()
     return {w for w in DECLARED.findall(code) if w not in KEYWORDS}
 
 
@@ -137,12 +167,17 @@ def file_impact(fd: FileDiff, old_text: str, new_text: str, imp: Impact) -> None
     """What one C file's diff changes: its functions, else the names it defines."""
     imp.files.add(fd.path)
     for text, lines in ((old_text, fd.old), (new_text, fd.new)):
-        sp = spans(text)
+        sp, ag = spans(text), aggregates(text)
         for n, line in lines.items():
             s = span_at(sp, n)
+            inside = next(((a, b, names) for a, b, names in ag if a <= n <= b), None)
             if s is not None:
                 imp.functions.add(f"{fd.path}:{s.name}")
-            elif line.strip():
+            elif inside is not None and n in inside[:2]:    # its braces: the type's names
+                imp.names |= inside[2]
+            elif inside is not None:        # a member: used as ->name or .name
+                imp.names |= {"." + n for n in defined_names(line)}
+            elif line.strip() and not FORWARD.match(line):
                 imp.names |= defined_names(line)
 
 
@@ -151,14 +186,19 @@ def users(sources: dict[str, str], names: set[str]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {n: set() for n in names}
     if not names:
         return out
-    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b")
+    plain = sorted(n for n in names if not n.startswith("."))
+    members = sorted(n[1:] for n in names if n.startswith("."))
+    pats = ([(re.compile(r"\b(" + "|".join(map(re.escape, plain)) + r")\b"), "")]
+            if plain else []) + \
+        ([(re.compile(r"(?:->|\.)\s*(" + "|".join(map(re.escape, members)) + r")\b"), ".")]
+         if members else [])
     for path, text in sources.items():
-        if not word.search(text):
-            continue
         lines = text.splitlines()
         for s in spans(text):
-            for m in word.finditer("\n".join(lines[s.start - 1:s.end])):
-                out[m.group(1)].add(f"{path}:{s.name}")
+            body = "\n".join(lines[s.start - 1:s.end])
+            for rx, prefix in pats:
+                for m in rx.finditer(body):
+                    out[prefix + m.group(1)].add(f"{path}:{s.name}")
     return out
 
 
@@ -174,12 +214,12 @@ def from_git(git_dir: Path, base: str, head: str, users_under: str = "module/") 
                git_dir=git_dir).stdout
     imp = Impact()
     for fd in parse(diff):
-        if not is_c(fd.path):
-            imp.other.add(fd.path)
+        if not is_c(fd.path) or not fd.path.startswith(KERNEL_PATHS):
+            imp.other.add(fd.path)          # a test program's main() is no module's
             continue
         file_impact(fd, _show(git_dir, base, fd.path), _show(git_dir, head, fd.path), imp)
     if imp.names:
-        args = [a for n in sorted(imp.names) for a in ("-e", n)]
+        args = [a for n in sorted({n.lstrip(".") for n in imp.names}) for a in ("-e", n)]
         p = git("grep", "-l", "-w", *args, head, "--", users_under, git_dir=git_dir, check=False)
         files = [ln.split(":", 1)[1] for ln in p.stdout.splitlines() if ":" in ln]
         imp.users = users({f: _show(git_dir, head, f) for f in files if is_c(f)}, imp.names)
