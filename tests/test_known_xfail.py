@@ -222,6 +222,10 @@ def test_expected_outcomes_by_rule():
         "a series may carry its own fix: its pass is no news about upstream"
     assert expected("c.py::test_c[a]", True, ["wrong-bytes: x"], [f], series=True).outcome \
         == "xfailed"
+    switch = UpstreamFinding("g", "t", ("test_c[a]",), ("wrong-bytes",),
+                             stands_with="zfs_vdev_direct_read_verify=0")
+    assert expected("c.py::test_c[a]", False, [], [switch]) is None, \
+        "a finding that needs a pull request's switch: a pass without it is no news"
 
 
 def test_a_false_positive_is_retired_from_the_xfail_list():

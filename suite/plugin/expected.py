@@ -68,8 +68,10 @@ def reason(found: list[upstream.UpstreamFinding], symptoms: list[str] = ()) -> s
 
 def can_pass_unseen(f: upstream.UpstreamFinding) -> bool:
     """A finding whose only symptom is a lockdep report passes on every kernel
-    without lockdep: its case passing there says nothing about a fix."""
-    return all(k == "kernel:lockdep" for k in f.kinds)
+    without lockdep, and one that stands only with a module parameter set at load
+    (``stands_with``: a pull request's switch) passes everywhere else: its case
+    passing there says nothing about a fix."""
+    return all(k == "kernel:lockdep" for k in f.kinds) or bool(f.stands_with)
 
 
 def retired(nodeid: str, symptoms: list[str],

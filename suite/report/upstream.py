@@ -88,6 +88,9 @@ class UpstreamFinding:
     # The folder of our candidate fix under patches/upstream/fixes/ (default: the id;
     # one fix may serve two findings).
     fix: str = ""
+    # A module parameter set at load (``NAME=VALUE``) without which it does not stand
+    # (a pull request's switch): its case passing on a run without it is no news.
+    stands_with: str = ""
     # Who meets it in practice, as measured (a real caller: an NFS client, a VM's disk),
     # with the script beside repro.sh that shows it.
     impact: str = ""
