@@ -138,8 +138,15 @@ def test_choose_keeps_everything_when_it_cannot_place_the_change():
     assert ch.left == [] and "more than" in ch.notes[0]
 
 
-def test_what_a_case_reached_is_what_grew_on_its_guest():
+def test_what_a_case_reached_is_what_grew_on_its_guest(tmp_path: Path):
     assert grown({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 1}) == {"b", "c"}
+    copies = {"001-t1": {"a": 5, "b": 2}, "002-t2": {"a": 6, "b": 2}, "003-t3": {"a": 1}}
+    for name in copies:
+        (tmp_path / "k" / "gw0" / name).mkdir(parents=True)
+    m = build_map([tmp_path / "k"], tmp_path, "k", "c",
+                  read=lambda d, src: copies[d.name])
+    assert m.cases == {"t1": {"a", "b"}, "t2": {"a"}, "t3": {"a"}}, \
+        "a counter that went down is a new guest's: the case owns what it has"
 
 
 @pytest.mark.skipif(bool(NEEDS), reason=f"not installed: {', '.join(NEEDS)}")

@@ -90,6 +90,8 @@ def build_map(build_dirs: list[Path], src_dir: Path, build: str, commit: str,
                 after = read(d, src_dir)
                 if not any(after.values()):     # a copy that failed: the case stays unknown
                     continue
+                if any(after.get(f, 0) < n for f, n in before.items()):
+                    before = {}                 # counters restarted (a power cut's new guest)
                 m.cases.setdefault(case, set()).update(grown(before, after))
                 before = after
     return m
