@@ -74,34 +74,35 @@ def show(ch: Choice) -> None:
 
 
 def select_cmd(a: argparse.Namespace) -> int:
-    git_dir = paths.git_cache()
     base, head = a.base, a.head
     if a.pr:
         from suite.source.objects import ObjectCache
         from suite.source.pulls import pull_request
-        pull = pull_request(ObjectCache(git_dir), a.pr, a.target)
+        pull = pull_request(ObjectCache(paths.git_cache()), a.pr, a.target)
         base, head = pull.base, pull.head
     if not (base and head):
         raise ImpactError("select needs --pr N or --base A --head B",
                           fix="python -m suite impact select --map F --pr 18844")
-    ch = choose(collect(a.k), CaseMap.load(a.map), from_git(git_dir, base, head),
-                paths.case_slug)
-    show(ch)
+    show(choice(base, head, a.k, a.map))
     return 0
+
+
+def choice(base: str, head: str, k: str, map_path: Path) -> Choice:
+    """The cases of ``-k K`` the change ``base..head`` reaches, by the map."""
+    return choose(collect(k), CaseMap.load(map_path),
+                  from_git(paths.git_cache(), base, head), paths.case_slug)
 
 
 def series_head(series_sel: str, base: str) -> tuple[str, str]:
     """(base commit, head commit) of what a gate builds: a folder of patches applied
     on ``base``, or a named series at its selection (on its manifest's base)."""
     from suite.source import series
-    from suite.source.objects import resolve_source
+    from suite.source.objects import ObjectCache, resolve_source
     cache_base = resolve_source(None, base)
     folder = Path(series_sel.split("@", 1)[0])
     if folder.is_dir():
-        from suite.source.objects import ObjectCache
         head, _ = series.apply_patch_dir(ObjectCache(), cache_base.commit, folder)
         return cache_base.commit, head
-    from suite.source.objects import ObjectCache
     tree = series.resolve(ObjectCache(), None, series.parse_selection(series_sel))
     return tree.base.commit, tree.commit
 
@@ -109,9 +110,7 @@ def series_head(series_sel: str, base: str) -> tuple[str, str]:
 def gate_deselect(series_sel: str, base: str, k: str, map_path: Path) -> list[str]:
     """The gate's ``--impact-map``: ``--deselect`` for each case the change does not
     reach (printed with the kept ones and why)."""
-    b, h = series_head(series_sel, base)
-    ch = choose(collect(k), CaseMap.load(map_path), from_git(paths.git_cache(), b, h),
-                paths.case_slug)
+    ch = choice(*series_head(series_sel, base), k, map_path)
     print(f"==> gate: {ch.summary()}", flush=True)
     for c in ch.left:
         print(f"    left out: {c}", flush=True)
