@@ -128,6 +128,20 @@ def test_choose_keeps_the_reaching_and_the_unknown_and_names_the_rest():
     assert "not in the map" in ch.why["c.py::test_new"]
 
 
+def test_a_table_row_judges_only_what_the_map_knows():
+    from suite.impact.cli import table_row
+    slug = lambda c: c.split("::")[1]                               # noqa: E731
+    cases = ["c.py::test_read[a]", "c.py::test_write[a]", "c.py::test_new"]
+    imp = changed.Impact(functions={"m.c:dio_helper", "m.c:zfs_async"})
+    ch = choose(cases, _map(), imp, slug)
+    row = table_row("bug", "ab" * 20, imp, ch, ["c.py::test_read[a]"], _map(), slug)
+    assert "| 1 of 2 (+1 not in the map) |" in row and "yes: reaches dio_helper" in row
+    missed = table_row("bug", "ab" * 20, imp, ch, ["c.py::test_write[a]"], _map(), slug)
+    assert "**no** (1 mapped, none reached zfs_async)" in missed
+    unknown = table_row("bug", "ab" * 20, imp, ch, ["c.py::test_new"], _map(), slug)
+    assert "not judged: none of its 1 case(s) in the map" in unknown
+
+
 def test_choose_keeps_everything_when_it_cannot_place_the_change():
     cases = ["c.py::test_read[a]", "c.py::test_write[a]"]
     nothing = changed.Impact(other={"tests/a.ksh"})

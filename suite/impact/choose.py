@@ -22,6 +22,9 @@ class Choice:
     left: list[str] = field(default_factory=list)
     why: dict[str, str] = field(default_factory=dict)     # case -> why kept
     notes: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)      # kept: not in the map
+    unreached: list[str] = field(default_factory=list)    # changed, reached by no mapped case
+    everything: str = ""                                  # why every case was kept, if so
 
     def summary(self) -> str:
         return (f"impact selection: {len(self.kept)} case(s) kept, {len(self.left)} left out"
@@ -29,7 +32,8 @@ class Choice:
 
 
 def keep_all(cases: list[str], why: str) -> Choice:
-    return Choice(list(cases), [], {c: why for c in cases}, [f"every case kept: {why}"])
+    return Choice(list(cases), [], {c: why for c in cases}, [f"every case kept: {why}"],
+                  everything=why)
 
 
 def choose(cases: list[str], m: CaseMap, imp: Impact, slug=lambda c: c) -> Choice:
@@ -47,13 +51,14 @@ def choose(cases: list[str], m: CaseMap, imp: Impact, slug=lambda c: c) -> Choic
         got = m.cases.get(slug(c))
         if got is None:
             out.kept.append(c)
+            out.unknown.append(c)
             out.why[c] = "not in the map (never run on a gcov build)"
         elif got & targets:
             out.kept.append(c)
             out.why[c] = "reaches " + ", ".join(sorted(f.split(":")[-1] for f in got & targets)[:4])
         else:
             out.left.append(c)
-    unreached = sorted(targets - m.reached())
+    unreached = out.unreached = sorted(targets - m.reached())
     if unreached:
         out.notes.append(f"no mapped case reaches {len(unreached)} changed function(s): "
                          + ", ".join(f.split(":")[-1] for f in unreached[:8]))

@@ -118,23 +118,43 @@ def gate_deselect(series_sel: str, base: str, k: str, map_path: Path) -> list[st
 
 
 def table_rows(series: str, m: CaseMap, cases: list[str], catching) -> list[str]:
-    """One row a known bug: what its bad commit changed, how many cases kept, and
+    """One row a known bug: what its bad commit changed, the mapped cases kept, and
     whether a case that catches it (its manifest's ``cases``) is among them."""
     from suite.source.series import available
     man = available()[series]
-    rows = ["| bug | bad commit | functions changed | kept | catching case kept |",
+    rows = ["| bug | bad commit | functions changed | mapped cases kept | catching case kept |",
             "| --- | --- | --- | --- | --- |"]
     for b in man.bugs:
         imp = from_git(paths.git_cache(), f"{b.bad}^", b.bad)
         ch = choose(cases, m, imp, paths.case_slug)
         want = [c for k in b.cases for c in catching(k)]
-        kept = [c for c in want if c in ch.kept]
-        fns = sorted(f.split(":")[-1] for f in imp.all_functions())
-        rows.append(f"| {b.id} | {b.bad[:10]} | {len(fns)}: {', '.join(fns[:4])} | "
-                    f"{len(ch.kept)} of {len(cases)} | "
-                    + (f"yes ({len(kept)} of {len(want)})" if kept else
-                       "no case named" if not want else f"**no** (0 of {len(want)})") + " |")
+        rows.append(table_row(b.id, b.bad, imp, ch, want, m))
     return rows
+
+
+def table_row(bug: str, bad: str, imp, ch: Choice, want: list[str], m: CaseMap,
+              slug=paths.case_slug) -> str:
+    """Judged on the cases the map knows: a case it does not know is kept whatever the
+    change, so it proves nothing about the selection (counted apart)."""
+    fns = sorted(f.split(":")[-1] for f in imp.all_functions())
+    mapped = [c for c in ch.kept + ch.left if slug(c) in m.cases]
+    kept = [c for c in mapped if c in ch.kept]
+    kept_cell = (f"all: {ch.everything}" if ch.everything else
+                 f"{len(kept)} of {len(mapped)} (+{len(ch.unknown)} not in the map)")
+    known = [c for c in want if slug(c) in m.cases]
+    hit = [c for c in known if c in ch.kept]
+    if not want:
+        verdict = "no case named"
+    elif not known:
+        verdict = f"not judged: none of its {len(want)} case(s) in the map"
+    elif hit:
+        verdict = f"yes: {ch.why.get(hit[0], '')}"
+    else:
+        verdict = (f"**no** ({len(known)} mapped, none reached "
+                   + (", ".join(f.split(":")[-1] for f in ch.unreached[:3]) or "a changed function")
+                   + ")")
+    return (f"| {bug} | {bad[:10]} | {len(fns)}: {', '.join(fns[:4])}"
+            f"{' ...' if len(fns) > 4 else ''} | {kept_cell} | {verdict} |")
 
 
 def table_cmd(a: argparse.Namespace) -> int:
