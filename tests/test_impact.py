@@ -130,7 +130,8 @@ def test_choose_keeps_the_reaching_and_the_unknown_and_names_the_rest():
 
 def test_a_table_row_judges_only_what_the_map_knows():
     from suite.impact.cli import table_row
-    slug = lambda c: c.split("::")[1]                               # noqa: E731
+    def slug(c: str) -> str:
+        return c.split("::")[1]
     cases = ["c.py::test_read[a]", "c.py::test_write[a]", "c.py::test_new"]
     imp = changed.Impact(functions={"m.c:dio_helper", "m.c:zfs_async"})
     ch = choose(cases, _map(), imp, slug)
