@@ -387,7 +387,7 @@ def test_every_op_interface_and_buffer_source_runs_and_checks(ddir: Path):
     assert rc == 0 and lines[-1]["ok"], [(o.get("i"), o.get("op"), o.get("buf"), o.get("why")) for o in out if not o["ok"]]
     assert {o["op"] for o in out} == \
         set(OP_KINDS) - set(ZFS_OPS) - set(CRASH_OPS) - set(OUTWARD) - {"power_cut"} - \
-        {"held_read", "held_write"}  # below; held: tests/test_explore_held.py
+        {"held_read", "held_write", "append_batch"}  # held, batch: test_explore_held, _batch
     assert {o["buf"] for o in out if "buf" in o} <= set(BUF_SOURCES)
     assert {o["buf"] for o in out if "buf" in o} >= set(BUF_SOURCES) - {"hugepage"}
     assert out[-9]["outcome"] == "skipped"                    # an mmap read past EOF

@@ -223,7 +223,9 @@ class Executes:
             ln = {"event": "op", "i": i, "op": o.op, "ok": True, "outcome": "ok"}
             if o.op in ("pread", "preadv", "pwrite", "pwritev"):
                 ln["buf"] = o.buf
-            if o.limit:
+            if o.op == "append_batch":       # the engine's line: its iface, its limit
+                ln.update(iface=o.iface, **({"rlimit_fsize": 1} if o.limit else {}))
+            elif o.limit:
                 ln["limit"] = o.limit
             if o.flags:
                 ln["flags"] = o.flags

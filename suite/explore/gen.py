@@ -25,7 +25,7 @@ import hashlib
 import random
 from dataclasses import replace
 
-from suite.explore.reshape import (crash_point, flag_requests, hold_requests, limit_writes,
+from suite.explore.reshape import (batch_appends, crash_point, flag_requests, hold_requests, limit_writes,
                                    outward, power_cut)
 from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
@@ -350,6 +350,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = limit_writes(ops, random.Random(f"limit:{seed}"), ch.limit_share, bool(zfs_ops))
     if ch.flags_share and target_ops == "file":
         ops = flag_requests(ops, random.Random(f"flags:{seed}"), ch.flags_share)
+    if target == "file" and not caller and ch.batch_share and "append_batch" in ch.ops:
+        ops = batch_appends(ops, random.Random(f"batch:{seed}"), ch.batch_share, g.rec)
     if zfs_ops and target == "file" and ch.held_share and \
             {"held_read", "held_write"} <= set(ch.ops):
         ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props,

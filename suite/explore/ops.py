@@ -13,7 +13,7 @@ from suite.ioengine.explore.origins import ORIGINS
 from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
 from suite.ioengine.explore.step import CRASH_OPS, IFACES, POWER_OPS, ZFS_OPS, Step
 
-__all__ = ["HELD_OPS", "OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
+__all__ = ["BATCH_OPS", "HELD_OPS", "OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
            "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
 
 READS = ("pread", "preadv")
@@ -29,8 +29,10 @@ OUTWARD = ("sendfile_out", "splice_out", "copy_out", "vmsplice_in")
 # Every op the generator may emit (the guest also has "tamper", a self-test hook);
 # ZFS_OPS only when the guest engine is given the ZFS commands (Choices.zfs_ops).
 HELD_OPS = ("held_read", "held_write")
+# Several RWF_APPEND O_DIRECT writes in one submit (suite/ioengine/explore/batch.py).
+BATCH_OPS = ("append_batch",)
 OP_KINDS = IO_OPS + RANGE_OPS + TRANSFER_OPS + ("truncate",) + SYNC_OPS + ZFS_OPS + \
-    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD + POWER_OPS + HELD_OPS
+    ("evict", "verify", "actors") + CRASH_OPS + OUTWARD + POWER_OPS + HELD_OPS + BATCH_OPS
 
 # Version 1 still: later ops and values only add to what a sequence may say.
 FORMAT_VERSION = 1
@@ -58,6 +60,9 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # one async O_DIRECT request held slow_ms by zinject -E while ``then`` runs
     "held_read": ("iface", "off", "len", "then", "slow_ms"),
     "held_write": ("iface", "off", "len", "data", "then", "slow_ms"),
+    # segs appends of len bytes in one submit, the file first padded to size (a record);
+    # limit=fsize: RLIMIT_FSIZE leaves room for one
+    "append_batch": ("iface", "len", "segs", "data", "size", "limit"),
 }
 
 
@@ -109,7 +114,8 @@ class Op(Step):
             return " ".join(words)
         return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
                                      if k == "direct" else f"{k}={getattr(self, k)}"
-                                     for k in self.used_fields()])
+                                     for k in self.used_fields()
+                                     if k != "limit" or self.limit])
 
 
 @dataclass(frozen=True)

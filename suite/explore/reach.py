@@ -16,7 +16,7 @@ from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
-from suite.explore.ops import (BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
+from suite.explore.ops import (BATCH_OPS, BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
                                Sequence)
 
 ROWS = BUF_SOURCES + ORIGINS
@@ -36,6 +36,12 @@ HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                             for t in ("fsync", "syncfs", "later_write",
                                                       "stream")]
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
+# Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
+BATCH_CELLS = [f"batch:{i}{c}" for i in ("libaio", "io_uring") for c in ("", ":fsize")]
+
+
+def batch_cell(iface: str, fsize: bool) -> str:
+    return f"batch:{iface}{':fsize' if fsize else ''}"
 CALLER_KINDS = ("self", "loop dio=0", "loop dio=1", "ext4 on loop", "overlay", "nfs")
 
 
@@ -152,7 +158,9 @@ def seq_cells(seq: Sequence) -> list[str]:
                   ({"crash:power"} if any(o.op == "power_cut" for o in seq.ops) else set()) |
                   ({"crash:power-slow"} if any(o.op == "power_cut" and o.slow_ms
                                                for o in seq.ops) else set()) |
-                  {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")} |
+                  {f"limit:{o.limit}" for o in seq.ops if getattr(o, "limit", "")
+                   and o.op not in BATCH_OPS} |
+                  {batch_cell(o.iface, bool(o.limit)) for o in seq.ops if o.op in BATCH_OPS} |
                   {f"flag:{o.flags}:{direction(o.op)}" for o in seq.ops
                    if o.op in IO_OPS and getattr(o, "flags", "")} |
                   {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS})
@@ -209,6 +217,10 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     cells |= {f"limit:{ln['limit']}" for ln in lines if ln.get("event") == "op"
               and ln.get("limit") in LIMITS and not ln.get("limit_unset")
               and ln.get("outcome") in ("ok", "failed")}
+    # A batch executed: the kernel took the appends (each judged, a finding too).
+    cells |= {batch_cell(str(ln.get("iface")), bool(ln.get("rlimit_fsize"))) for ln in lines
+              if ln.get("event") == "op" and ln.get("op") in BATCH_OPS
+              and ln.get("outcome") in ("ok", "failed")}
     # A hold executed: the request was still in flight when ``then`` began.
     cells |= {f"held:{ln['op']}:{ln.get('then')}" for ln in lines if ln.get("event") == "op"
               and ln.get("op") in HELD_OPS and ln.get("held")
@@ -247,7 +259,7 @@ class Reach:
         want += [f"actors:{c}:{n}" for c in CALLER_KINDS for n in ACTOR_COUNTS]
         want += [f"moved:{m}" for m in MOVERS]
         want += [f"limit:{k}" for k in LIMITS]
-        want += FLAG_CELLS + HELD_CELLS
+        want += FLAG_CELLS + HELD_CELLS + BATCH_CELLS
         want += list(crashes)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
@@ -328,6 +340,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append("  " + "  ".join(f"{c.removeprefix('flag:')} {cell(c)}" for c in FLAG_CELLS))
     lines.append(f"requests held in flight (zinject -E) while: sequences ({head})")
     lines.append("  " + "  ".join(f"{c.removeprefix('held:')} {cell(c)}" for c in HELD_CELLS))
+    lines.append(f"appends submitted together (RWF_APPEND): sequences ({head})")
+    lines.append("  " + "  ".join(f"{c.removeprefix('batch:')} {cell(c)}" for c in BATCH_CELLS))
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

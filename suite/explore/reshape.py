@@ -3,8 +3,9 @@ other draws stay what they were: reads and writes turned into the kernel moving 
 out of the target or user pages in through a pipe (``outward``), and a crash point
 (``crash_point``: ``freeze`` ... ``crash``), a power cut to end a sequence
 (``power_cut``), writes cut by a limit reached mid-request (``limit_writes``),
-per-call flags on reads and writes (``flag_requests``), and requests held in flight
-while a rollback or a barrier runs (``hold_requests``)."""
+per-call flags on reads and writes (``flag_requests``), requests held in flight
+while a rollback or a barrier runs (``hold_requests``), and appends submitted
+together (``batch_appends``)."""
 from __future__ import annotations
 
 import random
@@ -72,6 +73,28 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
         return replace(o, flags=pick) if roll < share and o.buf not in ("racing", "holed") \
             and not o.limit else o
     return _redraw(ops, READS + WRITES, draw)
+
+
+BATCH_SIZES = (2, 2, 3)
+BATCH_MAX_REC = 128 << 10    # larger records: three appends would outgrow the file
+
+
+def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> list[Op]:
+    """``share`` of the async O_DIRECT writes (libaio, io_uring) of a plain buffer become
+    an ``append_batch``: 2-3 ``RWF_APPEND`` writes of a record each in one submit, half of
+    them under an ``RLIMIT_FSIZE`` with room for one (the review's stale end of file of
+    async-dio 917a434a1a). Not where records are past ``BATCH_MAX_REC``. The generator
+    advances on writes alone, three draws each."""
+    if rec > BATCH_MAX_REC:
+        return ops
+    def draw(o: Op) -> Op:
+        roll, n, cut = r.random(), r.choice(BATCH_SIZES), r.random() < 0.5
+        if roll >= share or not o.direct or o.iface not in ("libaio", "io_uring") or \
+                o.buf in ("racing", "holed") or o.limit or o.flags:
+            return o
+        return Op("append_batch", iface=o.iface, len=rec, segs=n, data=o.data, size=rec,
+                  limit="fsize" if cut else "")
+    return _redraw(ops, WRITES, draw)
 
 
 STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream of writes

@@ -35,6 +35,7 @@ from .step import OPS, Step
 from .xfer import clone_range, copy_range, sendfile_into, splice_into
 from .powercut import op_power_cut
 from .held import op_held
+from .batch import op_append_batch
 from .zfs import op_crash, op_freeze, op_rollback, op_snapshot, op_txg_sync
 from ..plan import DIO_ALIGN, errno_name
 
@@ -487,5 +488,5 @@ OPS.update({
     "fsync": op_fsync, "fdatasync": op_fdatasync, "syncfs": op_syncfs, "evict": op_evict,
     "verify": op_verify, "tamper": op_tamper, "actors": op_actors,
     "freeze": op_freeze, "crash": op_crash, "power_cut": op_power_cut, **OUTWARD_OPS,
-    "held_read": op_held, "held_write": op_held,
+    "held_read": op_held, "held_write": op_held, "append_batch": op_append_batch,
 })

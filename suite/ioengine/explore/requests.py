@@ -399,6 +399,38 @@ class Target:
         ABANDONED.extend([self.queues.pop(iface), buf])
         return None, 0, "timeout"
 
+    def issue_together(self, iface: str, bufs: list[IoBuffer],
+                       rw_flags: int = 0) -> list[tuple[int | None, int]]:
+        """Every buffer an O_DIRECT write with ``rw_flags`` (its offset 0: an append's
+        is the kernel's), all handed to ``iface`` in one submit; (res, errno) each in
+        submission order (res None: not reaped before the deadline; the queue and the
+        buffers are then kept, the kernel may still read them)."""
+        assert self.dfd is not None
+        q = self.queue(iface)
+        ops = []
+        for b in bufs:
+            self._tag += 1
+            ops.append(IoOp(self._tag, True, self.dfd, 0, b, False,  # type: ignore[arg-type]
+                            rw_flags=rw_flags))
+        took = q.submit(ops)
+        got = {op.tag: -errno_mod.EAGAIN for op in ops[took:]}
+        deadline = time.monotonic() + self.timeout_s
+        while len(got) < len(ops) and (left := deadline - time.monotonic()) > 0:
+            for tag, res in q.reap(1, len(ops), min(left, 1.0)):
+                got[tag] = res
+        if len(got) < len(ops):
+            self.hung = True
+            ABANDONED.extend([self.queues.pop(iface), *bufs])
+        return [(None, 0) if (r := got.get(op.tag)) is None else (r, -r) if r < 0 else (r, 0)
+                for op in ops]
+
+    def queue(self, iface: str) -> LibaioQueue | IoUringQueue:
+        """The target's queue of ``iface``, made on first use (OSError: it cannot be)."""
+        q = self.queues.get(iface)
+        if q is None:
+            q = self.queues[iface] = self._make_queue(iface)
+        return q
+
     def _make_queue(self, iface: str) -> LibaioQueue | IoUringQueue:
         if iface == "io_uring_fixed":
             return FixedIoUringQueue(4, [fd for fd in (self.fd, self.dfd) if fd is not None])
