@@ -167,9 +167,9 @@ class Choices:
     # (suite/ioengine/explore/held.py). A generator of its own.
     held_share: float = 0.3         # (only under primarycache=metadata|none)
     # of the async O_DIRECT writes to a file of the dataset (not through a caller), an
-    # ``append_batch``: 2-3 RWF_APPEND writes in one submit, half under RLIMIT_FSIZE
+    # ``append_batch``: 2-3 RWF_APPEND writes in one submit, 70% under RLIMIT_FSIZE
     # with room for one (suite/ioengine/explore/batch.py). A generator of its own.
-    batch_share: float = 0.1
+    batch_share: float = 0.15
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

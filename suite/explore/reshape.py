@@ -76,19 +76,20 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 
 
 BATCH_SIZES = (2, 2, 3)
+BATCH_FSIZE_SHARE = 0.7     # of the batches: under RLIMIT_FSIZE with room for one
 BATCH_MAX_REC = 128 << 10    # larger records: three appends would outgrow the file
 
 
 def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> list[Op]:
     """``share`` of the async O_DIRECT writes (libaio, io_uring) of a plain buffer become
-    an ``append_batch``: 2-3 ``RWF_APPEND`` writes of a record each in one submit, half of
-    them under an ``RLIMIT_FSIZE`` with room for one (the review's stale end of file of
-    async-dio 917a434a1a). Not where records are past ``BATCH_MAX_REC``. The generator
-    advances on writes alone, three draws each."""
+    an ``append_batch``: 2-3 ``RWF_APPEND`` writes of a record each in one submit,
+    ``BATCH_FSIZE_SHARE`` of them under an ``RLIMIT_FSIZE`` with room for one (the
+    review's stale end of file of async-dio 917a434a1a). Not where records are past
+    ``BATCH_MAX_REC``. The generator advances on writes alone, three draws each."""
     if rec > BATCH_MAX_REC:
         return ops
     def draw(o: Op) -> Op:
-        roll, n, cut = r.random(), r.choice(BATCH_SIZES), r.random() < 0.5
+        roll, n, cut = r.random(), r.choice(BATCH_SIZES), r.random() < BATCH_FSIZE_SHARE
         if roll >= share or not o.direct or o.iface not in ("libaio", "io_uring") or \
                 o.buf in ("racing", "holed") or o.limit or o.flags:
             return o
