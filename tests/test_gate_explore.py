@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from suite.campaign import gate, gate_explore
 from suite.campaign.gate import classify, run_gate
 
@@ -104,3 +106,13 @@ def test_a_sequence_fixed_by_timing_alone_is_flaky(tmp_path: Path, monkeypatch):
     g = run_gate("pr", "e" * 40, ["-k", "explore"], EXTRA, reruns=2, root=tmp_path / "g")
     (c,) = [c for c in g.classes if c.nodeid == "explore:101"]
     assert c.cls == "flaky" and c.reruns["base"] == ["pass", "fail"], c
+
+
+def test_a_gate_that_explores_refuses_a_selection_without_the_explore_case():
+    """``--explore`` with a ``-k`` that leaves ``test_explore`` out explored nothing and
+    said nothing (a gate of #18795): it is refused before anything is built."""
+    from suite.cli import explore_selected
+    from suite.errors import SuiteError
+    with pytest.raises(SuiteError, match="leaves out cases/test_explore.py::test_explore"):
+        explore_selected("zinject or smoke")
+    explore_selected("zinject or (test_explore and not corpus)")
