@@ -61,13 +61,19 @@ def signatures(v: CaseVerdict | None) -> set[str]:
     return {s.signature() for s in (v.symptoms if v else []) if s.kind not in INFRASTRUCTURE}
 
 
+def need(why: str) -> str:
+    """What a feature-skip says the case needs, without the build that lacked it (each
+    side names its own: ``(build zfs-2.4.99-830-g625f5e268e)``)."""
+    return re.sub(r" \(build [^)]*\)", "", why)
+
+
 def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
              reruns: dict[str, list[str]] | None = None,
              rerun_signatures: dict[str, list[str]] | None = None) -> CaseClass:
     b, bwhy = state(base)
     s, swhy = state(series)
     c = CaseClass(nodeid, "", "", b, s, reruns or {}, rerun_signatures or {})
-    if (b, s) == ("feature-skip", "feature-skip") and bwhy == swhy:
+    if (b, s) == ("feature-skip", "feature-skip") and need(bwhy) == need(swhy):
         c.cls, c.why = "not applicable", f"neither side has what it needs: {swhy}"
     elif s in ("missing", "inconclusive", "skip", "feature-skip"):
         c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
