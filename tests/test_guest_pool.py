@@ -85,3 +85,13 @@ def test_a_retried_create_declares_the_ereport_its_refusal_left():
     quiet = _zfs(_Guest([_Res(0)]))
     quiet.create_pool(PoolSpec(layout="mirror"))
     assert "unknown" not in quiet.leaves.ereports          # nothing retried, nothing allowed
+
+
+def test_a_partition_node_udev_has_not_made_yet_is_waited_for():
+    """The debug kernel under TCG beside other guests (2026-12-06): libzfs labelled the
+    disk, then gave up waiting for its partition node (ENODEV): the case errored in its
+    fixture. Now: waited for (udev's queue, up to 120 s), then made."""
+    g = _Guest([_Res(1, stderr="cannot label 'nvme0n1': failed to detect device partitions "
+                               "on '/dev/nvme0n1p1': 19\n"), _Res(0)])
+    assert _zfs(g).create_pool(PoolSpec(layout="mirror")).name == "tank"
+    assert any("udevadm settle -t 120" in c for c in g.ran)

@@ -280,7 +280,8 @@ class Zfs:
             # The disks of the pool just destroyed are still being re-read (partition
             # table, udev): zfs-2.3.9 under TCG refused a mirror on them right after
             # the stripe was destroyed. Wait for udev, then try again.
-            self.guest.run("udevadm settle -t 30 2>/dev/null; sleep 2", timeout=60, check=False)
+            self.guest.run("udevadm settle -t 120 2>/dev/null; sleep 2", timeout=150,
+                           check=False)
             # The refused attempt posted ereport.fs.zfs.vdev.unknown for the disk it
             # could not open (zfs-2.4.4, TCG): the harness's doing, not the case's.
             self.leaves.add(f"zpool create retried: {r.stderr.strip()[:80]}",
@@ -296,7 +297,12 @@ CREATE_TRIES = 3
 # zpool's words while the disks of the pool just destroyed are re-read (master
 # under TCG also said "one or more devices could not be opened")
 DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy",
-                    "could not be opened")
+                    "could not be opened",
+                    # libzfs waits for the partition node of the disk it labelled, and
+                    # gives up (ENODEV) when udev is late: the debug kernel under TCG,
+                    # beside other guests ("failed to detect device partitions on
+                    # '/dev/nvme0n1p1': 19", 2026-12-06, two impact map runs)
+                    "failed to detect device partitions")
 RETRY_EREPORTS = {"unknown"}        # ereport.fs.zfs.vdev.unknown of a refused create
 
 
