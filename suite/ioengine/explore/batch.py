@@ -107,7 +107,7 @@ def judge(ctx: Ctx, s: Step, start: int, limit: int | None, datas: list[bytes],
     for order in itertools.permutations(accepted):
         if tail == b"".join(datas[i] for i in order):
             ctx.model.write(start, tail)
-            return Outcome(res=sum(r or 0 for r, _ in got),
+            return Outcome(res=sum(r for r, err in got if r and not err),
                            extra={**note, "order": list(order)})
     ctx.model.write(start, b"".join(datas[i] for i in accepted))
     bad = check_bytes(tail, ctx.model, start, f"the {len(accepted)} appends")
