@@ -24,7 +24,8 @@ REC = 16384
 
 
 def _batched(seed: int, share: float):
-    return generate(seed, 80, "file", MIB, Choices(zfs_ops=True, batch_share=share))
+    return generate(seed, 80, "file", MIB, Choices(zfs_ops=True, batch_share=share,
+                                                    batch_share_async=share))
 
 
 def test_batches_come_from_a_generator_of_their_own():
@@ -39,8 +40,8 @@ def test_batches_come_from_a_generator_of_their_own():
     assert len(with_.ops) == len(without.ops)
     for a, b in zip(with_.ops, without.ops):
         if a.op == "append_batch":
-            assert b.op in ("pwrite", "pwritev") and b.direct and b.iface in ("libaio", "io_uring")
-            assert a.iface == b.iface and a.data == b.data
+            assert b.op in ("pwrite", "pwritev") and a.data == b.data
+            assert a.iface == b.iface or b.iface not in ("libaio", "io_uring")
         else:
             assert a == b
     rec = int(with_.props["recordsize"].rstrip("KM")) * (1024 if "K" in
@@ -49,6 +50,17 @@ def test_batches_come_from_a_generator_of_their_own():
     assert [Op.from_dict(o.to_dict()) for o in with_.ops] == list(with_.ops)
     assert batches[0].render().startswith(f"append_batch iface={batches[0].iface} len={rec}")
     assert any(c.startswith("batch:") for c in reach.seq_cells(with_))
+
+
+def test_batches_are_drawn_more_often_with_the_async_path_on():
+    params = ("zfs_async_dio_enabled",)
+    runs = [generate(s, 40, "file", MIB, Choices(zfs_ops=True, params=params))
+            for s in range(1, 121)]
+    def share(on: int) -> float:
+        seqs = [q for q in runs if q.params.get("zfs_async_dio_enabled") == on
+                and not q.caller and q.props.get("recordsize") != "1M"]
+        return sum(any(o.op == "append_batch" for o in q.ops) for q in seqs) / len(seqs)
+    assert share(1) > 2 * share(0) > 0
 
 
 def test_no_batch_where_records_are_large_or_a_caller_issues_the_requests():

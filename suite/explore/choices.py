@@ -166,10 +166,13 @@ class Choices:
     # in flight (zinject -E) while a rollback, a barrier or a later write runs
     # (suite/ioengine/explore/held.py). A generator of its own.
     held_share: float = 0.3         # (only under primarycache=metadata|none)
-    # of the async O_DIRECT writes to a file of the dataset (not through a caller), an
-    # ``append_batch``: 2-3 RWF_APPEND writes in one submit, 70% under RLIMIT_FSIZE
-    # with room for one (suite/ioengine/explore/batch.py). A generator of its own.
-    batch_share: float = 0.15
+    # of the writes to a file of the dataset (not through a caller), an ``append_batch``:
+    # 2-3 RWF_APPEND O_DIRECT writes in one libaio/io_uring submit, 70% under
+    # RLIMIT_FSIZE with room for one (suite/ioengine/explore/batch.py); more with the
+    # async O_DIRECT path on (zfs_async_dio_enabled=1), the shape its bug needed. A
+    # generator of its own.
+    batch_share: float = 0.05
+    batch_share_async: float = 0.25
     # snapshot, rollback, txg_sync: they need the guest's ZFS commands. None: as
     # the session can (it has them under Conditions); generate() alone: not.
     zfs_ops: bool | None = None

@@ -350,12 +350,15 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = limit_writes(ops, random.Random(f"limit:{seed}"), ch.limit_share, bool(zfs_ops))
     if ch.flags_share and target_ops == "file":
         ops = flag_requests(ops, random.Random(f"flags:{seed}"), ch.flags_share)
-    if target == "file" and not caller and ch.batch_share and "append_batch" in ch.ops:
-        ops = batch_appends(ops, random.Random(f"batch:{seed}"), ch.batch_share, g.rec)
     if zfs_ops and target == "file" and ch.held_share and \
             {"held_read", "held_write"} <= set(ch.ops):
         ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props,
                             stream=random.Random(f"held-stream:{seed}"))
+    # after the holds: a batch takes the place of a write no other draw wanted
+    if target == "file" and not caller and ch.batch_share and "append_batch" in ch.ops:
+        share = ch.batch_share_async if params.get("zfs_async_dio_enabled") == 1 \
+            else ch.batch_share
+        ops = batch_appends(ops, random.Random(f"batch:{seed}"), share, g.rec)
     if zfs_ops and target == "file" and "freeze" in ch.ops:
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).

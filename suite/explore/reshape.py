@@ -77,24 +77,26 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 
 BATCH_SIZES = (2, 2, 3)
 BATCH_FSIZE_SHARE = 0.7     # of the batches: under RLIMIT_FSIZE with room for one
+BATCH_IFACES = ("libaio", "io_uring")
 BATCH_MAX_REC = 128 << 10    # larger records: three appends would outgrow the file
 
 
 def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> list[Op]:
-    """``share`` of the async O_DIRECT writes (libaio, io_uring) of a plain buffer become
-    an ``append_batch``: 2-3 ``RWF_APPEND`` writes of a record each in one submit,
+    """``share`` of the writes (not a racing, holed, limited or flagged one) become an
+    ``append_batch``: 2-3 ``RWF_APPEND`` O_DIRECT writes of a record each in one libaio
+    or io_uring submit (the write's own interface if it is one of them),
     ``BATCH_FSIZE_SHARE`` of them under an ``RLIMIT_FSIZE`` with room for one (the
     review's stale end of file of async-dio 917a434a1a). Not where records are past
-    ``BATCH_MAX_REC``. The generator advances on writes alone, three draws each."""
+    ``BATCH_MAX_REC``. The generator advances on writes alone, four draws each."""
     if rec > BATCH_MAX_REC:
         return ops
     def draw(o: Op) -> Op:
         roll, n, cut = r.random(), r.choice(BATCH_SIZES), r.random() < BATCH_FSIZE_SHARE
-        if roll >= share or not o.direct or o.iface not in ("libaio", "io_uring") or \
-                o.buf in ("racing", "holed") or o.limit or o.flags:
+        iface = r.choice(BATCH_IFACES)
+        if roll >= share or o.buf in ("racing", "holed") or o.limit or o.flags:
             return o
-        return Op("append_batch", iface=o.iface, len=rec, segs=n, data=o.data, size=rec,
-                  limit="fsize" if cut else "")
+        return Op("append_batch", iface=o.iface if o.iface in BATCH_IFACES else iface,
+                  len=rec, segs=n, data=o.data, size=rec, limit="fsize" if cut else "")
     return _redraw(ops, WRITES, draw)
 
 
