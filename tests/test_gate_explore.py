@@ -62,7 +62,7 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     calls = []
 
     def fake(args, results, extra=(), timeout=0, targets=None):
-        calls.append((results.name, list(args), targets))
+        calls.append((results.name, list(args), targets, list(extra)))
         replayed = [json.loads(Path(args[i + 1]).read_text())["seed"]
                     for i, a in enumerate(args) if a == "--explore-replay"]
         seqs = tuple(replayed) or (101, 202)
@@ -82,7 +82,10 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     # the fixed sequence, and only it, replayed alone on both sides as its control
     assert [c[0] for c in calls] == ["base", "series", "rerun1-base", "rerun1-series",
                                      "rerun2-base", "rerun2-series"]
-    for _, args, targets in calls[2:]:
+    # the base explores for its time; a replay runs all it was given, however slow
+    budgets = [c[3][c[3].index("--explore-budget") + 1] for c in calls]
+    assert budgets == ["10m", "2x", "1x", "1x", "1x", "1x"], budgets
+    for _, args, targets, _ in calls[2:]:
         again = [a for i, a in enumerate(args) if i and args[i - 1] == "--explore-replay"]
         assert len(again) == 1 and "-101-" in again[0], args
         assert [t.endswith(gate_explore.NODE) for t in targets] == [True], targets

@@ -175,7 +175,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
               + (f" (explore: {more.count('--explore-replay')} sequences of the base)"
                  if side != "base" and
                  exploring else ""), flush=True)
-        _, problem, g.seconds[side] = run_cases([*selection, *args, *more], root / side, extra)
+        _, problem, g.seconds[side] = run_cases([*selection, *args, *more], root / side,
+                                                gate_explore.counted(extra, more))
         if problem:
             g.problems[side] = problem
         verdicts[side] = load_verdicts(root / side)
@@ -204,7 +205,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
                 cases.append(gate_explore.NODE)
             more = gate_explore.rerun_args(root / "base", replay) if replay else []
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
-                [*args, *more], out, extra, targets=[str(paths.PROJECT_ROOT / n) for n in cases])
+                [*args, *more], out, gate_explore.counted(extra, more),
+                targets=[str(paths.PROJECT_ROOT / n) for n in cases])
             got = load_verdicts(out)
             got.update(gate_explore.verdicts(out))
             for h, n in suspects:

@@ -60,6 +60,19 @@ def replay_args(session_dir: Path) -> list[str]:
     return args
 
 
+def counted(extra: list[str], more: list[str]) -> list[str]:
+    """``extra`` with its ``--explore-budget`` (a time: the base's) turned into the
+    number of sequences ``more`` replays: a head that runs slower than the base must
+    still replay every one of them (a gate of #18795, 10m: the head's budget ran out
+    before its fifth sequence, inconclusive)."""
+    n = more.count("--explore-replay")
+    if "--explore-budget" not in extra or not n:
+        return list(extra)
+    out = list(extra)
+    out[out.index("--explore-budget") + 1] = f"{n}x"
+    return out
+
+
 def rerun_args(session_dir: Path, nodeids: list[str]) -> list[str]:
     """A rerun's replay: the base's file of each suspect sequence (``explore:<seed>``),
     or every sequence of the base when ``test_explore`` alone is the suspect."""
