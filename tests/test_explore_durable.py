@@ -38,6 +38,9 @@ def test_a_lost_fsynced_block_is_flagged():
     d.synced(ab)                                    # fsync: both are durable now
     loss = check(d, OLD)
     assert loss is not None and loss.kind == "lost" and loss.at == 0
+    assert "differs from them from byte +0" in loss.why     # what it holds instead
+    zeros = check(d, write(ab, 0, bytes(BLK)))
+    assert zeros is not None and f"it holds {BLK} zero bytes" in zeros.why
 
 
 def test_a_torn_aligned_block_is_flagged():

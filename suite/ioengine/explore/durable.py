@@ -110,6 +110,15 @@ def record_end_past(size: int, top: int, record: int) -> bool:
     return record > 0 and top < size and size % record == 0 and size - top < record
 
 
+def holds(have: bytes, want: bytes) -> str:
+    """What a lost block holds instead, for a person: zeros, or where it first differs."""
+    if not any(have):
+        return f"it holds {len(have)} zero bytes"
+    i = next((i for i, (x, y) in enumerate(zip(have, want)) if x != y), len(have))
+    same = sum(x == y for x, y in zip(have, want))
+    return f"it differs from them from byte +{i} ({same} of {len(have)} bytes equal)"
+
+
 def check(d: Durable, got: bytes) -> Loss | None:
     """The first block of the recovered file ``got`` no crash explains, or None."""
     if len(got) not in allowed_sizes(d):
@@ -123,7 +132,7 @@ def check(d: Durable, got: bytes) -> Loss | None:
             continue
         if not d.pending.get(b):
             return Loss("lost", b, f"block {b} lost its durable bytes (no change of it was "
-                        "pending)")
+                        f"pending): {holds(have, old)}")
         mixed = all(any(v[i] == have[i] for v in versions) for i in range(len(have)))
         return Loss("torn" if mixed else "lost", b,
                     f"block {b} is {'a mix of' if mixed else 'none of'} its durable bytes and "
