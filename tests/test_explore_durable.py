@@ -4,6 +4,9 @@ nobody wrote are each flagged; a legal outcome of a crash (any block old or new,
 size the file had at an op boundary) is not."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from suite.ioengine.explore.durable import BLK, Durable, check
 
 OLD = b"o" * (3 * BLK)
@@ -209,3 +212,31 @@ def test_a_size_grown_to_the_end_of_the_last_record_is_told_apart():
     assert past_last_record(d, 2916352 + 16384, 16384) == "; past every one"
     assert past_last_record(d, 2900000, 16384) == ""
     assert past_last_record(d, 2916352, 4096) == "; past every one"
+
+
+def test_a_freeze_first_gives_the_dataset_a_zil_chain(tmp_path: Path, monkeypatch):
+    """On a frozen pool a ZIL made from nothing is not found at import (its header is
+    written in a txg that never reaches the disk): after a rollback reset it, every
+    block synced on the frozen pool came back "lost" on stock master. The freeze first
+    makes the chain, as OpenZFS's slog replay tests do: a synced write, the file gone."""
+    from suite.ioengine.explore import zfs as zmod
+    seen: list[tuple[str, list[str]]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(("fsync", sorted(p.name for p in tmp_path.iterdir())))
+        real_fsync(fd)
+
+    class Tools:
+        pool, timeout_s = "tank", 5.0
+
+        def run(self, *args):
+            seen.append(("run", list(args)))
+            return type("R", (), {"rc": 0, "line": " ".join(args), "err": ""})()
+
+    monkeypatch.setattr(zmod.os, "fsync", fsync)
+    target = type("T", (), {"path": str(tmp_path / "x.bin"), "blockdev": False})()
+    ctx = type("C", (), {"zfs": Tools(), "frozen": False, "durable": None, "target": target})()
+    assert zmod.op_freeze(ctx, None).ok and ctx.frozen
+    assert seen == [("fsync", [".explore-zil-header"]), ("run", ["zpool", "freeze", "tank"])]
+    assert list(tmp_path.iterdir()) == [], "the scratch file is gone again"

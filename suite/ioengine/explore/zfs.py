@@ -172,6 +172,24 @@ def destroy_snapshots(ctx: Ctx) -> list[str]:
     return problems
 
 
+def zil_header(target: str) -> None:
+    """Give the target's dataset a ZIL chain before ``zpool freeze``: on a frozen pool a
+    ZIL made from nothing (its header written in a txg that never reaches the disk) is not
+    found at import, so what it committed is not replayed. A rollback resets the header;
+    a sequence that rolled back, froze and wrote with ``sync=always`` "lost" every synced
+    block (stock be7657e3f2, 2026-12-06): a property of ``zpool freeze``, not a power
+    loss. OpenZFS's own slog replay tests make the header the same way (a synced write,
+    then the file removed) before they freeze."""
+    scratch = os.path.join(os.path.dirname(target) or ".", ".explore-zil-header")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"\0")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(scratch)
+
+
 def op_freeze(ctx: Ctx, s: Step) -> Outcome:
     """``zpool freeze``: the pool writes no transaction group from now on, so only what
     the ZIL commits (fsync, syncfs, ``sync=always``) survives the crash that follows
@@ -181,6 +199,7 @@ def op_freeze(ctx: Ctx, s: Step) -> Outcome:
     if ctx.frozen:
         return Outcome("skipped", why="the pool is frozen already")
     assert ctx.zfs is not None
+    zil_header(ctx.target.path)
     r = ctx.zfs.run("zpool", "freeze", ctx.zfs.pool)
     if r.rc is None:
         ctx.target.hung = True
