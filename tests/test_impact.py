@@ -164,6 +164,27 @@ def test_what_a_case_reached_is_what_grew_on_its_guest(tmp_path: Path):
         "a counter that went down is a new guest's: the case owns what it has"
 
 
+def test_a_case_that_errored_in_its_setup_stays_out_of_the_map(tmp_path: Path):
+    """The debug kernel under load (2026-12-06): the first case of each fresh guest
+    errored at zpool create, and the map said it reached the module's load alone: a
+    selection would have left it out of every change. It stays unknown (kept); the
+    case after it still owns only what grew since."""
+    import json
+    from suite.impact.casemap import ran_body
+    run = tmp_path / "run"
+    copies = {"001-t1": {"a": 5}, "002-t2": {"a": 6, "b": 1}}
+    for name in copies:
+        (run / "coverage" / "cases" / "k" / "gw0" / name).mkdir(parents=True)
+    for case, outcome in (("t1", "error"), ("t2", "passed")):
+        (run / "cases" / case).mkdir(parents=True)
+        (run / "cases" / case / "verdict.json").write_text(json.dumps({"outcome": outcome}))
+    m = build_map([run / "coverage" / "cases" / "k"], tmp_path, "k", "c",
+                  read=lambda d, src: copies[d.name],
+                  ran=lambda bdir, case: ran_body(bdir.parent.parent.parent, case))
+    assert m.cases == {"t2": {"a", "b"}}
+    assert not ran_body(run, "t3"), "no verdict: not known to have run"
+
+
 @pytest.mark.skipif(bool(NEEDS), reason=f"not installed: {', '.join(NEEDS)}")
 def test_each_case_end_copies_counters_and_the_map_splits_them_by_case(series, tmp_path):  # noqa: F811
     """Two cases on one guest, the counters copied at each end by the harness's own

@@ -79,9 +79,23 @@ def read_snapshot(d: Path, src_dir: Path) -> dict[str, int]:
         return function_counts(gcovdata.read(src_dir, Path(tmp)))
 
 
+RAN = ("passed", "failed", "xfailed", "xpassed")
+
+
+def ran_body(run_dir: Path, case: str) -> bool:
+    """The case ran its body (its verdict passed or failed): one that errored in its
+    setup (a pool not made) or was skipped reached only the setup's functions."""
+    f = run_dir / "cases" / case / "verdict.json"
+    try:
+        return json.loads(f.read_text()).get("outcome") in RAN
+    except (OSError, ValueError):
+        return False
+
+
 def build_map(build_dirs: list[Path], src_dir: Path, build: str, commit: str,
-              read=read_snapshot) -> CaseMap:
-    """The map from every guest's copies under ``build_dirs`` (one build's)."""
+              read=read_snapshot, ran=lambda bdir, case: True) -> CaseMap:
+    """The map from every guest's copies under ``build_dirs`` (one build's); a case
+    ``ran`` says did not run its body stays out (unknown: kept by any selection)."""
     m = CaseMap(build, commit)
     for bdir in build_dirs:
         for guest, snaps in snapshots(bdir).items():
@@ -92,6 +106,7 @@ def build_map(build_dirs: list[Path], src_dir: Path, build: str, commit: str,
                     continue
                 if any(after.get(f, 0) < n for f, n in before.items()):
                     before = {}                 # counters restarted (a power cut's new guest)
-                m.cases.setdefault(case, set()).update(grown(before, after))
+                if ran(bdir, case):
+                    m.cases.setdefault(case, set()).update(grown(before, after))
                 before = after
     return m

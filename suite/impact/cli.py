@@ -16,7 +16,7 @@ from pathlib import Path
 
 from suite import paths
 from suite.errors import SuiteError
-from suite.impact.casemap import CaseMap, build_map
+from suite.impact.casemap import CaseMap, build_map, ran_body
 from suite.impact.changed import from_git
 from suite.impact.choose import Choice, choose
 
@@ -57,7 +57,8 @@ def map_cmd(results: list[Path], out: Path | None) -> int:
             print(f"skipped build {key}: no build record (the build cache was emptied?)")
             continue
         print(f"==> map of build {key}: {len(dirs)} run(s)", flush=True)
-        m = build_map(dirs, Path(rec.src_dir), key, rec.source.get("commit", ""))
+        m = build_map(dirs, Path(rec.src_dir), key, rec.source.get("commit", ""),
+                      ran=lambda bdir, case: ran_body(bdir.parent.parent.parent, case))
         dest = out or results[0] / "coverage" / f"casemap-{key}.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(m.to_json())
