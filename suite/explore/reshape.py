@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
+from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 
 PAGE = 4096
@@ -77,7 +78,6 @@ def flag_requests(ops: list[Op], r: random.Random, share: float) -> list[Op]:
 
 BATCH_SIZES = (2, 2, 3)
 BATCH_FSIZE_SHARE = 0.7     # of the batches: under RLIMIT_FSIZE with room for one
-BATCH_IFACES = ("libaio", "io_uring")
 BATCH_MAX_REC = 128 << 10    # larger records: three appends would outgrow the file
 
 

@@ -21,6 +21,7 @@ Judged (the order the appends land in is the kernel's: any is allowed):
 """
 from __future__ import annotations
 
+import contextlib
 import errno as errno_mod
 import itertools
 import os
@@ -63,10 +64,7 @@ def op_append_batch(ctx: Ctx, s: Step) -> Outcome:
         for b, d in zip(bufs, datas):
             b.fill(d)
         try:
-            if limit is not None:
-                with rlimit_fsize(limit):
-                    got = ctx.target.issue_together(s.iface, bufs, RWF["append"])
-            else:
+            with rlimit_fsize(limit) if limit is not None else contextlib.nullcontext():
                 got = ctx.target.issue_together(s.iface, bufs, RWF["append"])
         except OSError as e:
             return error(e.errno, f"{s.iface} submit of {s.segs} appends")
