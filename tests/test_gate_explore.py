@@ -114,7 +114,7 @@ def test_a_sequence_fixed_by_timing_alone_is_flaky(tmp_path: Path, monkeypatch):
 def test_a_gate_that_explores_refuses_a_selection_without_the_explore_case():
     """``--explore`` with a ``-k`` that leaves ``test_explore`` out explored nothing and
     said nothing (a gate of #18795): it is refused before anything is built."""
-    from suite.cli import explore_selected
+    from suite.campaign.gate_explore import explore_selected
     from suite.errors import SuiteError
     with pytest.raises(SuiteError, match="leaves out cases/test_explore.py::test_explore"):
         explore_selected("zinject or smoke")

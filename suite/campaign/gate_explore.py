@@ -39,6 +39,18 @@ BASE_ARGS = ["--explore-findings", "50", "--explore-shrink", "120"]
 RERUN_ARGS = ["--explore-findings", "50", "--explore-shrink", "1"]
 
 
+def explore_selected(k: str) -> None:
+    """``--explore`` runs inside the ``test_explore`` case: a ``-k`` that leaves it out
+    would explore nothing on either side and say nothing of it (seen: a gate of
+    #18795 with ``-k "zinject or smoke" --explore 10m`` ran 0 sequences)."""
+    from suite.errors import SuiteError
+    from suite.impact.cli import collect
+    if NODE not in collect(k):
+        raise SuiteError(f"--explore, but -k {k!r} leaves out {NODE}: nothing would be "
+                         "explored on either side",
+                         fix=f'add it: -k "{k} or (test_explore and not corpus)"')
+
+
 def generated(session_dir: Path) -> dict[int, Path]:
     """Each sequence the session ran, by its seed: the first file the engine got for
     it (the generated sequence; later files of a seed are its runs past a known
