@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from suite.explore.eligible import servable
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
+from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
@@ -37,7 +38,7 @@ HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                                       "stream")]
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 # Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
-BATCH_CELLS = [f"batch:{i}{c}" for i in ("libaio", "io_uring") for c in ("", ":fsize")]
+BATCH_CELLS = [f"batch:{i}{c}" for i in BATCH_IFACES for c in ("", ":fsize")]
 
 
 def batch_cell(iface: str, fsize: bool) -> str:

@@ -125,9 +125,12 @@ def table_rows(series: str, m: CaseMap, cases: list[str], catching) -> list[str]
     man = available()[series]
     rows = ["| bug | bad commit | functions changed | mapped cases kept | catching case kept |",
             "| --- | --- | --- | --- | --- |"]
+    diffs: dict[str, tuple] = {}        # several bugs share a bad commit: read it once
     for b in man.bugs:
-        imp = from_git(paths.git_cache(), f"{b.bad}^", b.bad)
-        ch = choose(cases, m, imp, paths.case_slug)
+        if b.bad not in diffs:
+            imp = from_git(paths.git_cache(), f"{b.bad}^", b.bad)
+            diffs[b.bad] = (imp, choose(cases, m, imp, paths.case_slug))
+        imp, ch = diffs[b.bad]
         want = [c for k in b.cases for c in catching(k)]
         rows.append(table_row(b.id, b.bad, imp, ch, want, m))
     return rows

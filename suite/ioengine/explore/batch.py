@@ -40,8 +40,9 @@ def _pad(ctx: Ctx, unit: int) -> None:
     """The file's size rounded up to ``unit`` (a record): appends start on one."""
     size = ctx.model.size
     if unit > 0 and size % unit:
-        os.ftruncate(ctx.target.fd, size + unit - size % unit)
-        ctx.model.resize(size + unit - size % unit)
+        padded = size + unit - size % unit
+        os.ftruncate(ctx.target.fd, padded)
+        ctx.model.resize(padded)
 
 
 def op_append_batch(ctx: Ctx, s: Step) -> Outcome:
