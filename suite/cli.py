@@ -188,8 +188,9 @@ def cmd_findings(args: argparse.Namespace) -> int:
     from suite.report import findings
     from suite.campaign.reproduce import run_repro
     reports = paths.patches_dir() / findings.REPORTS
-    if args.action == "list":
-        print(findings.table())
+    if args.action in ("list", "refresh"):
+        print(findings.table() if args.action == "list" else
+              "\n".join(findings.refresh(reports, [args.id] if args.id else [])) or "up to date")
         return 0
     if not args.id:
         raise SuiteError(f"findings {args.action}: which finding?",
@@ -226,6 +227,8 @@ def cmd_findings(args: argparse.Namespace) -> int:
                          fix=f"python -m suite findings export {args.id} --results DIR first")
     case = Path(tempfile.mkdtemp(prefix=f"verify-{args.id}-"))
     shutil.copytree(exported, case / "repro")
+    if (case / "repro" / "suite-replay.sh").exists():     # the plain one runs with --plain
+        (case / "repro" / "suite-replay.sh").replace(case / "repro" / "repro.sh")
     if not (args.zfs_ref or args.series or args.zfs_source):
         args.zfs_ref = "master"                 # stock upstream unless told
     return run_repro(case, options_from(args), accel=args.accel)
@@ -371,7 +374,7 @@ def parser() -> argparse.ArgumentParser:
     fd = sub.add_parser("findings", help="known upstream findings: list them, export one as an "
                                          "issue body with a standalone reproducer, or verify "
                                          "its reproducer in a fresh guest (exit 1 reproduced)")
-    fd.add_argument("action", nargs="?", default="list", choices=("list", "export", "verify"))
+    fd.add_argument("action", nargs="?", default="list", choices=("list", "export", "verify", "refresh"))
     fd.add_argument("id", nargs="?", default="", help="the finding's id")
     fd.add_argument("--results", action="append", default=[], metavar="DIR",
                     help="export: results folders to take the newest failing case from "

@@ -77,6 +77,38 @@ def test_a_finding_with_a_plain_reproducer_exports_it_as_repro_sh(manifests):
     assert (dest / "suite-replay.sh").read_text().startswith("#!/bin/sh")
 
 
+
+def test_refresh_brings_a_report_exported_before_its_plain_reproducer_in_line(manifests):
+    """A report exported while only the suite's replay existed (repro.sh asking for
+    disks) gets the plain reproducer written later, byte for byte, its replay kept as
+    suite-replay.sh, and its issue body's steps; a second refresh changes nothing."""
+    case(manifests / "results" / "r1", "test_corpus[stale]", "xfailed", "wrong-bytes")
+    dest = findings.export("stale-read", [manifests / "results"], manifests / "out")
+    assert "/dev/sdX0 /dev/sdX1" in (dest / "issue.md").read_text()
+    plain = manifests / "patches" / "upstream" / "repro" / "stale-read"
+    plain.mkdir(parents=True)
+    (plain / "repro.sh").write_text("#!/bin/bash\n# plain\n")
+    assert findings.stale_reports(manifests / "out") == {"stale-read": ["repro.sh"]}
+    assert findings.refresh(manifests / "out", []) == [
+        "stale-read: suite-replay.sh, repro.sh, issue.md"]
+    issue = (dest / "issue.md").read_text()
+    assert "bash repro.sh\n" in issue and "/dev/sdX" not in issue
+    assert issue.count("### Describe how to reproduce") == 1 and "op 3: 4096" in issue
+    assert (dest / "suite-replay.sh").read_text() == "#!/bin/sh\nexit 1\n"
+    assert findings.stale_reports(manifests / "out") == {}
+    (plain / "repro.sh").write_text("#!/bin/bash\n# plain, mended\n")
+    assert findings.refresh(manifests / "out", ["stale-read"]) == ["stale-read: repro.sh"]
+    assert findings.refresh(manifests / "out", []) == []
+
+
+def test_every_committed_report_carries_its_findings_plain_reproducer_as_it_is():
+    """patches/upstream/reports/<id>/ is what a maintainer downloads: where the finding
+    has a plain reproducer, the report's copy is that file now, not an older one
+    (python -m suite findings refresh mends it)."""
+    root = Path(__file__).resolve().parents[1] / "patches" / findings.REPORTS
+    assert root.is_dir()
+    assert findings.stale_reports(root) == {}
+
 def test_no_case_failed_by_it_says_what_to_run(manifests):
     run = manifests / "results" / "r1"
     case(run, "test_corpus[stale]", "failed", "EIO")         # another symptom: not it

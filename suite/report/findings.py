@@ -236,6 +236,64 @@ def _devices(ev: Evidence) -> int:
         return 1
 
 
+REPRODUCE, LOGS = "### Describe how to reproduce the problem", "### Include any warning"
+
+
+def adopt_plain(fid: str, dest: Path) -> list[str]:
+    """A report folder ``dest`` carries the finding's plain reproducer byte for byte
+    (``repro.sh`` and what it compiles), the suite's own replay beside it as
+    ``suite-replay.sh``, and its issue body tells how to run the plain one; the
+    files it changed (none: it was up to date, or the finding has no plain one)."""
+    hand = plain(fid)
+    if hand is None:
+        return []
+    changed = []
+    ours = dest / "repro.sh"
+    if ours.exists() and not (dest / "suite-replay.sh").exists():
+        ours.rename(dest / "suite-replay.sh")   # exported before the plain one was written
+        changed.append("suite-replay.sh")
+    for p in sorted(q for q in hand.iterdir() if q.is_file()):
+        mine = dest / p.name
+        if not mine.exists() or mine.read_bytes() != p.read_bytes():
+            shutil.copy2(p, mine)
+            changed.append(p.name)
+    text = dest / "issue.md"
+    if text.exists():
+        body_now = text.read_text()
+        head, sep, rest = body_now.partition(REPRODUCE)
+        _, sep2, tail = rest.partition(LOGS)
+        if sep and sep2:
+            steps = "\n".join([REPRODUCE, "", *_plain_steps()]) + "\n"
+            new = head + steps + LOGS + tail
+            if new != body_now:
+                text.write_text(new)
+                changed.append("issue.md")
+    return changed
+
+
+def stale_reports(root: Path) -> dict[str, list[str]]:
+    """Each committed report whose plain reproducer is missing or differs from
+    ``patches/upstream/repro/<id>/``: its id and the files that differ."""
+    out = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        hand = plain(d.name)
+        if hand is None:
+            continue
+        bad = [p.name for p in sorted(hand.iterdir()) if p.is_file() and
+               (not (d / p.name).exists() or (d / p.name).read_bytes() != p.read_bytes())]
+        if bad:
+            out[d.name] = bad
+    return out
+
+
+def refresh(root: Path, ids: list[str]) -> list[str]:
+    """``findings refresh [ID]``: every committed report (or the one named) brought to
+    its finding's plain reproducer as it is now; a line per report changed."""
+    names = ids or sorted(p.name for p in root.iterdir() if p.is_dir())
+    return [f"{fid}: {', '.join(files)}" for fid in names
+            if (files := adopt_plain(fid, root / fid))]
+
+
 def export(fid: str, roots: list[Path], out: Path) -> Path:
     """``out/<id>/issue.md`` and the reproducer beside it; the folder."""
     f = get(fid)
@@ -250,11 +308,7 @@ def export(fid: str, roots: list[Path], out: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(ev.repro, dest)
-    if (hand := plain(fid)) is not None:       # the plain one is what a maintainer runs
-        (dest / "repro.sh").rename(dest / "suite-replay.sh")
-        for p in sorted(hand.iterdir()):
-            if p.is_file():
-                shutil.copy2(p, dest / p.name)
+    adopt_plain(fid, dest)                      # the plain one is what a maintainer runs
     fixes = fix_folder(f)
     for p in sorted(fixes.glob("*.patch")) if fixes.is_dir() else []:
         shutil.copy2(p, dest / p.name)          # the candidate fix, attached
