@@ -85,12 +85,17 @@ def newest_session(roots: list[Path], rel: str) -> Path | None:
     return found[0] if found else None
 
 
+GATE_SESSION = "gate"       # OZFS_VMCI_INNER_SESSION in a gate's sides (plugin/tiers.py)
+
+
 def run_cases(args: list[str], results: Path, extra: list[str] = (),
               timeout: float = SESSION_TIMEOUT,
-              targets: list[str] | None = None) -> tuple[int | None, str, float]:
+              targets: list[str] | None = None,
+              inner: str = "1") -> tuple[int | None, str, float]:
     """One inner pytest session over ``targets`` (default: every case) with
-    ``args`` (e.g. ``-k EXPR --series S``); returns (JUnit test count, problem,
-    seconds)."""
+    ``args`` (e.g. ``-k EXPR --series S``); ``inner``: what the session is told it is
+    (``gate``: a gate's side, whose quick tier keeps each variant's stock sibling too);
+    returns (JUnit test count, problem, seconds)."""
     results.mkdir(parents=True, exist_ok=True)
     junit = results / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", *(targets or [str(paths.PROJECT_ROOT / "cases")]),
@@ -103,7 +108,7 @@ def run_cases(args: list[str], results: Path, extra: list[str] = (),
         # bugs) is what goes to a CI job's step summary.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=paths.PROJECT_ROOT, start_new_session=True,
-                                env={**os.environ, "OZFS_VMCI_INNER_SESSION": "1"})
+                                env={**os.environ, "OZFS_VMCI_INNER_SESSION": inner})
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -70,6 +70,19 @@ def test_quick_on_a_stock_build_keeps_the_variant_it_can_run(pytester, monkeypat
     assert "test_append[libaio-async1]" in collected(pytester, "--tier", "quick")[0]
 
 
+
+def test_quick_in_a_gates_sides_keeps_the_series_variant_and_its_stock_sibling(
+        pytester, monkeypatch):
+    """A gate of an upstream pull request has two stock sides: the async variant alone
+    would skip on both and the gate would compare nothing there; a series' gate still
+    runs the async variant on its base (not applicable there, the feature is new)."""
+    monkeypatch.setenv("OZFS_VMCI_INNER_SESSION", "gate")
+    for args in ([], ["--series", "async-dio"]):
+        ids = collected(pytester, "--tier", "quick", *args)[0]
+        assert "test_append[libaio-async1]" in ids and "test_append[libaio-async0]" in ids
+        assert "test_named[wr]" in ids and "test_named[rd]" not in ids
+        assert len([i for i in ids if i.startswith("test_plain")]) == 1
+
 def test_full_keeps_everything_and_quick_thins_after_k(pytester):
     assert len(collected(pytester, "--tier", "full")[0]) == 10
     ids, _ = collected(pytester, "--tier", "quick", "-k", "plain and not x")

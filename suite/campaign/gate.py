@@ -51,7 +51,7 @@ from suite import paths
 from suite.campaign import gate_explore
 from suite.report.outcomes import CaseClass, GateRun, state
 from suite.report.xfstests import verdicts as xfstests_verdicts
-from suite.sessions import load_verdicts, run_cases
+from suite.sessions import GATE_SESSION, load_verdicts, run_cases
 from suite.symptoms import INFRASTRUCTURE, CaseVerdict
 
 
@@ -176,7 +176,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
                  if side != "base" and
                  exploring else ""), flush=True)
         _, problem, g.seconds[side] = run_cases([*selection, *args, *more], root / side,
-                                                gate_explore.counted(extra, more))
+                                                gate_explore.counted(extra, more),
+                                                inner=GATE_SESSION)
         if problem:
             g.problems[side] = problem
         verdicts[side] = load_verdicts(root / side)
@@ -206,7 +207,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
             more = gate_explore.rerun_args(root / "base", replay) if replay else []
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
                 [*args, *more], out, gate_explore.counted(extra, more),
-                targets=[str(paths.PROJECT_ROOT / n) for n in cases])
+                targets=[str(paths.PROJECT_ROOT / n) for n in cases], inner=GATE_SESSION)
             got = load_verdicts(out)
             got.update(gate_explore.verdicts(out))
             for h, n in suspects:

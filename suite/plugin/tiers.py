@@ -20,6 +20,8 @@ import pytest
 from _pytest.mark import KeywordMatcher
 from _pytest.mark.expression import Expression
 
+from suite import sessions
+
 TIERS = ("auto", "quick", "full")
 INNER_SESSION = "OZFS_VMCI_INNER_SESSION"   # a gate's or `suite bugs`' side (sessions.py)
 
@@ -59,9 +61,11 @@ def stock_sibling(item: pytest.Item, group: list[pytest.Item]) -> pytest.Item:
 
 
 def quick(items: list[pytest.Item], selections: list[str],
-          stock: bool = False) -> list[pytest.Item]:
+          stock: bool = False, both: bool = False) -> list[pytest.Item]:
     """The quick tier of ``items`` (their order kept); ``stock``: the session tests a
-    build without a series, so each chosen variant is one it can run."""
+    build without a series, so each chosen variant is one it can run; ``both`` (a
+    gate's sides, which may both be stock, as for a pull request): each chosen variant
+    and the stock sibling beside it, so neither side runs only what it must skip."""
     exprs = [Expression.compile(s) for s in selections]
     groups: "OrderedDict[tuple, list[pytest.Item]]" = OrderedDict()
     for it in items:
@@ -77,6 +81,8 @@ def quick(items: list[pytest.Item], selections: list[str],
         chosen = chosen or group[:1]
         if stock:
             chosen = [stock_sibling(it, group) for it in chosen]
+        elif both:
+            chosen += [stock_sibling(it, group) for it in chosen]
         keep.update(id(it) for it in chosen)
     return [it for it in items if id(it) in keep]
 
@@ -126,10 +132,12 @@ class TierPlugin:
             return
         # A gate's base side is stock too, but must run the variants its series side
         # runs (the classes compare them): only a session of its own swaps.
-        stock = not config.getoption("series", None) and not os.environ.get(INNER_SESSION)
+        inner = os.environ.get(INNER_SESSION, "")
+        stock = not config.getoption("series", None) and not inner
         # The manifests' bugs live in their series: a stock session keeps none of them.
         kernel = str(config.getoption("kernel", "") or "")
-        kept = quick(items, [] if stock else bug_selections(kernel), stock=stock)
+        kept = quick(items, [] if stock else bug_selections(kernel), stock=stock,
+                     both=inner == sessions.GATE_SESSION)
         drop = [i for i in items if i not in kept]
         if drop:
             config.hook.pytest_deselected(items=drop)
