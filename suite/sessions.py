@@ -8,10 +8,12 @@ is still read).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -85,6 +87,35 @@ def newest_session(roots: list[Path], rel: str) -> Path | None:
     return found[0] if found else None
 
 
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to ``proc``'s process group (its guests with it), SIGKILL after 30 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+@contextlib.contextmanager
+def terminated_as_exit():
+    """SIGTERM raises SystemExit meanwhile (in the main thread), so a ``kill`` of the
+    caller unwinds through ``except``/``finally`` instead of leaving its children."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum, _frame):
+        raise SystemExit(128 + signum)
+    before = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 GATE_SESSION = "gate"       # OZFS_VMCI_INNER_SESSION in a gate's sides (plugin/tiers.py)
 
 
@@ -110,15 +141,16 @@ def run_cases(args: list[str], results: Path, extra: list[str] = (),
                                 cwd=paths.PROJECT_ROOT, start_new_session=True,
                                 env={**os.environ, "OZFS_VMCI_INNER_SESSION": inner})
         try:
-            proc.wait(timeout=timeout)
+            with terminated_as_exit():
+                proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
             problem = f"the pytest session ran past its {timeout:.0f}s deadline and was killed"
+        except BaseException:
+            # Ctrl-C or a kill of the caller (gate, bugs): the session is in a process
+            # group of its own, so it would go on booting guests unseen; it goes too.
+            stop_group(proc)
+            raise
     secs = time.monotonic() - t
     tests = sum(count(junit)) if junit.exists() else None
     return tests, problem, secs
