@@ -107,6 +107,23 @@ def test_a_fix_claimed_on_one_run_must_hold_on_every_rerun_of_both_sides():
         == "flaky"
 
 
+
+def test_a_case_the_base_cannot_run_failing_only_by_a_finding_the_base_shows_is_not_a_regression():
+    """#17218's gate: a misaligned-write control the base cannot run (no
+    zfs_dio_strict) xfailed on the head by abdstats going below zero, the known
+    abd-stats finding the base's other cases xfailed by too: not the pull request's."""
+    skip = v("skipped", reason="the build has no zfs_dio_strict")
+    known = v("xfailed", "kstat:wrap", reason="known upstream finding abd-stats-direct-io-"
+                                              "asymmetry (by /abdstats/): below zero")
+    c = classify(N, skip, known, base_known=frozenset({"abd-stats-direct-io-asymmetry"}))
+    assert c.cls == "not applicable on base" and "abd-stats" in c.why, c.why
+    assert classify(N, skip, known).cls == "regression"            # the base never showed it
+    other = frozenset({"rollback-keeps-cached-pages"})
+    assert classify(N, skip, known, base_known=other).cls == "regression"
+    failed = v("failed", "kstat:wrap", "EINVAL", reason="EINVAL")   # its own check failed too
+    assert classify(N, skip, failed,
+                    base_known=frozenset({"abd-stats-direct-io-asymmetry"})).cls == "regression"
+
 def test_a_new_signature_is_a_regression_only_if_it_returns_on_the_head_and_never_on_base():
     base, head = v("failed", "wrong-bytes"), v("failed", "EIO")
     both = {"base": ["fail", "fail"], "series": ["fail", "fail"]}
@@ -125,7 +142,7 @@ def test_the_gate_reruns_a_fixed_case_on_both_sides(tmp_path: Path, monkeypatch)
     runs = {"base": iter(["failed", "passed", "failed"]), "series": iter(["passed"] * 3)}
     calls = []
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         side = "base" if "--zfs-ref" in args else "series"
         calls.append((results.name, targets))
         out = next(runs[side])
@@ -165,7 +182,7 @@ def test_gate_runs_both_sides_reruns_suspects_and_reports(tmp_path: Path, monkey
     ok, bad, feat = "cases/t.py::test_ok", "cases/t.py::test_broken", "cases/t.py::test_feature"
     calls = []
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         calls.append((results.name, list(args), targets))
         side = "base" if "--zfs-ref" in args else "series"
         write_case(results, ok, v("passed"))
@@ -223,7 +240,7 @@ def test_gate_reports_carry_the_zts_tests_of_each_side(tmp_path: Path, monkeypat
     line = ("Test: /s/tests/zfs-tests/tests/functional/direct/dio_mmap (run as root) "
             "[00:09] [{}]\n")
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         side = "base" if "--zfs-ref" in args else "series"
         write_case(results, nodeid, v("passed"))
         d = results / "20260101-000000-x" / "cases" / slug(nodeid)
@@ -320,7 +337,7 @@ def test_the_gate_classes_each_tunable_head_against_the_base(tmp_path: Path, mon
     heal = "cases/t.py::test_mirror_self_heals"
     calls = []
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         calls.append((results.name, list(args)))
         off = "zfs_vdev_direct_read_verify=0" in args
         write_case(results, heal, v("failed", "wrong-bytes") if off else v("passed"))

@@ -61,7 +61,7 @@ def test_another_op_is_another_signature(tmp_path: Path):
 def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     calls = []
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         calls.append((results.name, list(args), targets, list(extra)))
         replayed = [json.loads(Path(args[i + 1]).read_text())["seed"]
                     for i, a in enumerate(args) if a == "--explore-replay"]
@@ -98,7 +98,7 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
 def test_a_sequence_fixed_by_timing_alone_is_flaky(tmp_path: Path, monkeypatch):
     base_runs = iter(["failed", "passed", "failed"])
 
-    def fake(args, results, extra=(), timeout=0, targets=None):
+    def fake(args, results, extra=(), timeout=0, targets=None, inner="1"):
         on_base = "--zfs-ref" in args and "--series" not in args
         got = next(base_runs) if on_base else "passed"
         _session(results, [run(101, "failed", "error:EFAULT", 1) if got == "failed"

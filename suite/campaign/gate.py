@@ -67,9 +67,23 @@ def need(why: str) -> str:
     return re.sub(r" \(build [^)]*\)", "", why)
 
 
+KNOWN = re.compile(r"known upstream finding (\S+)")
+
+
+def known_finding(v: CaseVerdict | None) -> str:
+    """The known upstream finding a case xfailed by alone (its symptoms matched that
+    finding's signatures: suite/plugin/expected.py), or ""."""
+    m = KNOWN.match(v.reason) if v is not None and v.outcome == "xfailed" else None
+    return m.group(1) if m else ""
+
+
 def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
              reruns: dict[str, list[str]] | None = None,
-             rerun_signatures: dict[str, list[str]] | None = None) -> CaseClass:
+             rerun_signatures: dict[str, list[str]] | None = None,
+             base_known: frozenset[str] = frozenset()) -> CaseClass:
+    """``base_known``: the known upstream findings the base's other cases xfailed by: a
+    case the base cannot run that fails with the series by one of those alone is not
+    the series' doing."""
     b, bwhy = state(base)
     s, swhy = state(series)
     c = CaseClass(nodeid, "", "", b, s, reruns or {}, rerun_signatures or {})
@@ -79,6 +93,10 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
         c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
     elif b == "feature-skip" and s == "pass":
         c.cls, c.why = "not applicable on base", f"base: {bwhy}"
+    elif b == "feature-skip" and known_finding(series) in base_known:
+        c.cls, c.why = "not applicable on base", (
+            f"base: {bwhy}; with the series it fails only by the known upstream finding "
+            f"{known_finding(series)}, which the base shows too in other cases")
     elif b == "feature-skip":               # the series' own feature fails: rerun it
         rs = c.reruns.get("series", [])
         if rs and "fail" not in rs:
@@ -186,8 +204,9 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
     pairs = [(h, n) for h in g.heads for n in sorted(set(verdicts["base"]) | set(verdicts[h]))]
-    first = {(h, n): classify(n, verdicts["base"].get(n), verdicts[h].get(n))
-             for h, n in pairs}
+    base_known = frozenset(known_finding(v) for v in verdicts["base"].values()) - {""}
+    first = {(h, n): classify(n, verdicts["base"].get(n), verdicts[h].get(n),
+                              base_known=base_known) for h, n in pairs}
     suspects = [k for k, c in first.items() if _rerun(c)]
     again = {k: {"base": [], "series": []} for k in suspects}
     seen: dict = {k: {"base": set(), "series": set()} for k in suspects}
@@ -217,7 +236,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
                     seen[(h, n)][key] |= signatures(got.get(n))
     for h, n in pairs:
         c = classify(n, verdicts["base"].get(n), verdicts[h].get(n), again.get((h, n)),
-                     {k: sorted(v) for k, v in seen.get((h, n), {}).items()})
+                     {k: sorted(v) for k, v in seen.get((h, n), {}).items()}, base_known)
         c.head = h
         g.classes.append(c)
     return g
