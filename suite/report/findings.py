@@ -252,11 +252,9 @@ def adopt_plain(fid: str, dest: Path) -> list[str]:
     if ours.exists() and not (dest / "suite-replay.sh").exists():
         ours.rename(dest / "suite-replay.sh")   # exported before the plain one was written
         changed.append("suite-replay.sh")
-    for p in sorted(q for q in hand.iterdir() if q.is_file()):
-        mine = dest / p.name
-        if not mine.exists() or mine.read_bytes() != p.read_bytes():
-            shutil.copy2(p, mine)
-            changed.append(p.name)
+    for name in differing(hand, dest):
+        shutil.copy2(hand / name, dest / name)
+        changed.append(name)
     text = dest / "issue.md"
     if text.exists():
         body_now = text.read_text()
@@ -271,6 +269,13 @@ def adopt_plain(fid: str, dest: Path) -> list[str]:
     return changed
 
 
+def differing(hand: Path, dest: Path) -> list[str]:
+    """The files of the plain reproducer folder ``hand`` that ``dest`` lacks or holds
+    otherwise."""
+    return [p.name for p in sorted(hand.iterdir()) if p.is_file() and
+            (not (dest / p.name).exists() or (dest / p.name).read_bytes() != p.read_bytes())]
+
+
 def stale_reports(root: Path) -> dict[str, list[str]]:
     """Each committed report whose plain reproducer is missing or differs from
     ``patches/upstream/repro/<id>/``: its id and the files that differ."""
@@ -279,9 +284,7 @@ def stale_reports(root: Path) -> dict[str, list[str]]:
         hand = plain(d.name)
         if hand is None:
             continue
-        bad = [p.name for p in sorted(hand.iterdir()) if p.is_file() and
-               (not (d / p.name).exists() or (d / p.name).read_bytes() != p.read_bytes())]
-        if bad:
+        if bad := differing(hand, d):
             out[d.name] = bad
     return out
 
