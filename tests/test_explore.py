@@ -29,6 +29,7 @@ from suite.explore.session import Explorer, LocalRunner, Settings, explore
 from suite.judges.expect import Leaves
 from suite.explore.shrink import shrink, simpler
 from suite.ioengine.explore import ops as explore_ops
+from suite.ioengine.explore import xfer
 from suite.symptoms import CaseVerdict, Symptom
 
 REPO = Path(__file__).resolve().parent.parent
@@ -730,6 +731,16 @@ def test_a_clone_lands_the_source_declines_with_einval_and_fails_otherwise(monke
             assert o.outcome == outcome, (err, o)
             assert ctx.model.size == 16384                  # declined: nothing changed
         assert o.kind == "error:EIO"
+        # EAGAIN: allowed only where the module documents it (zfs_bclone_wait_dirty=0)
+        knob = tmp_path / "zfs_bclone_wait_dirty"
+        monkeypatch.setattr(xfer, "WAIT_DIRTY", str(knob))
+        monkeypatch.setattr(explore_ops, "clone_range", lambda *a: errno.EAGAIN)
+        for value, outcome in ((None, "failed"), ("1\n", "failed"), ("0\n", "refused")):
+            if value is not None:
+                knob.write_text(value)
+            o = explore_ops.op_clone_range(ctx, dataclasses.replace(step, off=0))
+            assert o.outcome == outcome, (value, o)
+            assert ctx.model.size == 16384
         far = dataclasses.replace(step, src_off=len(source))
         assert explore_ops.op_clone_range(ctx, far).why.endswith("a malformed sequence")
     finally:

@@ -32,7 +32,7 @@ from .model import Ctx, Model, Outcome, check_bytes, error, failed, size_mismatc
 from . import flags, limits
 from .race import Racer, landed
 from .step import OPS, Step
-from .xfer import clone_range, copy_range, sendfile_into, splice_into
+from .xfer import clone_may_decline_dirty, clone_range, copy_range, sendfile_into, splice_into
 from .powercut import op_power_cut
 from .held import op_held
 from .batch import op_append_batch
@@ -404,6 +404,9 @@ def op_clone_range(ctx: Ctx, s: Step) -> Outcome:
         kind = "refused" if err == errno_mod.EINVAL else "unsupported"
         return Outcome(kind, why=f"FICLONERANGE: {errno_name(err)} (allowed)",
                        errname=errno_name(err))
+    if err == errno_mod.EAGAIN and clone_may_decline_dirty():
+        return Outcome("refused", why="FICLONERANGE: EAGAIN (allowed: a dirty block, "
+                       "zfs_bclone_wait_dirty=0)", errname="EAGAIN")
     if err:
         return error(err, "FICLONERANGE")
     ctx.model.write(s.off, ctx.source[s.src_off:s.src_off + s.len])

@@ -90,3 +90,18 @@ def splice_into(dst: int, src: int, dst_off: int, src_off: int, length: int) -> 
 def _drain(r: int, dst: int, dst_off: int, n: int) -> tuple[int, int]:
     """Splice ``n`` bytes from the pipe ``r`` into ``dst`` at ``dst_off``."""
     return _until(n, lambda moved: os.splice(r, dst, n - moved, offset_dst=dst_off + moved))
+
+
+# zfs_bclone_wait_dirty=0 (the default before 2.4, cf146460c1): "a clone operation
+# [fails] immediately when encountering a dirty block" (zfs(4)): EAGAIN, documented.
+WAIT_DIRTY = "/sys/module/zfs/parameters/zfs_bclone_wait_dirty"
+
+
+def clone_may_decline_dirty(path: str | None = None) -> bool:
+    """This module documents EAGAIN for a clone of a dirty block: its
+    ``zfs_bclone_wait_dirty`` reads 0 (a module without it: no such promise)."""
+    try:
+        with open(path or WAIT_DIRTY, encoding="ascii") as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return False
