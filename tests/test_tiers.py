@@ -99,3 +99,32 @@ def test_auto_under_tcg_is_quick_and_says_so_in_one_line(pytester):
     assert "5 deselected" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("ozfs-vmci: tier quick"))
     assert "TCG" in line and "--tier full" in line
+
+
+SPLIT = '''
+import pytest
+
+
+@pytest.mark.xfstests
+@pytest.mark.parametrize("part", ["part1of2", "part2of2"])
+@pytest.mark.parametrize("profile", ["plain", "direct"])
+def test_lane(zfs_build, profile, part):
+    pass
+'''
+
+
+def test_quick_keeps_every_part_of_its_pick_and_the_variant_an_option_names(pytester):
+    """A case split in parts (--xfstests-split) runs whole: the quick tier kept only
+    its first part, half the tests. An option that names a variant (--xfstests-profile
+    direct) is the pick: the case's first variant would only skip."""
+    pytester.makepyfile(test_cases=SPLIT)
+
+    def ids(*args: str) -> list[str]:
+        res = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                            "--collect-only", "-q", "-m", "xfstests",
+                                            "--tier", "quick", *args, timeout=120)
+        return [ln.split("::", 1)[1] for ln in res.stdout.str().splitlines() if "::" in ln]
+
+    assert ids() == ["test_lane[plain-part1of2]", "test_lane[plain-part2of2]"]
+    assert ids("--xfstests-profile", "direct") == \
+        ["test_lane[direct-part1of2]", "test_lane[direct-part2of2]"]

@@ -60,12 +60,30 @@ def stock_sibling(item: pytest.Item, group: list[pytest.Item]) -> pytest.Item:
     return item
 
 
+def asked_for(config: pytest.Config) -> list[str]:
+    """``-k``-style expressions of the variants the run's options ask for by name: a
+    variant the quick tier must keep, as the option would skip any other
+    (``--xfstests-profile direct``: the ``direct`` profile's case, not ``plain``)."""
+    return [f"xfstests and {p}" for p in config.getoption("xfstests_profile", None) or []]
+
+
+def _part(item: pytest.Item) -> str:
+    """``item``'s variant without its ``partIofN`` (the parts of one case that run at
+    once on different workers: ``--xfstests-split``)."""
+    return "-".join(x for x in _variant(item).split("-")
+                    if not (x.startswith("part") and "of" in x))
+
+
 def quick(items: list[pytest.Item], selections: list[str],
-          stock: bool = False, both: bool = False) -> list[pytest.Item]:
+          stock: bool = False, both: bool = False,
+          asked: list[str] | None = None) -> list[pytest.Item]:
     """The quick tier of ``items`` (their order kept); ``stock``: the session tests a
     build without a series, so each chosen variant is one it can run; ``both`` (a
     gate's sides, which may both be stock, as for a pull request): each chosen variant
-    and the stock sibling beside it, so neither side runs only what it must skip."""
+    and the stock sibling beside it, so neither side runs only what it must skip;
+    ``asked`` (:func:`asked_for`): variants an option names, chosen in place of the
+    case's own pick. A chosen variant split in parts keeps all its parts."""
+    asks = [Expression.compile(s) for s in asked or []]
     exprs = [Expression.compile(s) for s in selections]
     groups: "OrderedDict[tuple, list[pytest.Item]]" = OrderedDict()
     for it in items:
@@ -73,7 +91,9 @@ def quick(items: list[pytest.Item], selections: list[str],
     keep: set[int] = set()
     for group in groups.values():
         m = group[0].get_closest_marker("quick")
-        chosen = [it for it in group if m and _variant(it) in m.args]
+        chosen = [it for it in group
+                  if any(e.evaluate(KeywordMatcher.from_item(it)) for e in asks)]
+        chosen = chosen or [it for it in group if m and _variant(it) in m.args]
         for e in exprs:                 # every bug keeps a variant it selects
             if not any(e.evaluate(KeywordMatcher.from_item(it)) for it in chosen):
                 hit = next((it for it in group if e.evaluate(KeywordMatcher.from_item(it))), None)
@@ -83,7 +103,9 @@ def quick(items: list[pytest.Item], selections: list[str],
             chosen = [stock_sibling(it, group) for it in chosen]
         elif both:
             chosen += [stock_sibling(it, group) for it in chosen]
-        keep.update(id(it) for it in chosen)
+        parts = {_part(it) for it in chosen}
+        keep.update(id(it) for it in group if it in chosen or _part(it) in parts
+                    and _part(it) != _variant(it))
     return [it for it in items if id(it) in keep]
 
 
@@ -137,7 +159,7 @@ class TierPlugin:
         # The manifests' bugs live in their series: a stock session keeps none of them.
         kernel = str(config.getoption("kernel", "") or "")
         kept = quick(items, [] if stock else bug_selections(kernel), stock=stock,
-                     both=inner == sessions.GATE_SESSION)
+                     both=inner == sessions.GATE_SESSION, asked=asked_for(config))
         drop = [i for i in items if i not in kept]
         if drop:
             config.hook.pytest_deselected(items=drop)
