@@ -119,3 +119,75 @@ def test_a_gate_that_explores_refuses_a_selection_without_the_explore_case():
     with pytest.raises(SuiteError, match="leaves out cases/test_explore.py::test_explore"):
         explore_selected("zinject or smoke")
     explore_selected("zinject or (test_explore and not corpus)")
+
+
+def test_past_the_bug_it_fixes_the_head_meets_only_known_findings_fixed(tmp_path: Path):
+    """#17006's gate: the base fails a sequence at op 1 (the bug the pull request fixes);
+    the head runs op 1, and fails at op 3 only by a known upstream finding the base never
+    reached. That is the fix, not a regression; confirmed when the base fails so again."""
+    base, head = tmp_path / "base", tmp_path / "series"
+    _session(base, [run(101, "failed", "error:EFAULT", 1)])
+    _session(head, [run(101, "failed", "hang", 3, known="sendfile-moves-nothing")],
+             [{"seed": 101, "kind": "hang", "headline": "no progress", "op": 3,
+               "op_kind": "verify"}])
+    b, h = gate_explore.verdicts(base)["explore:101"], gate_explore.verdicts(head)["explore:101"]
+    assert all(gate_explore.is_known(x) for x in h.symptoms), "the trip in that op is the finding's"
+    c = classify("explore:101", b, h)
+    assert c.cls == "fixed" and "not rerun" in c.why and "sendfile-moves-nothing" in c.why
+    sig = "error:EFAULT [op 1 pread]"
+    c = classify("explore:101", b, h, {"base": ["fail", "fail"], "series": ["fail", "fail"]},
+                 {"base": [sig], "series": ["hang [op 3 verify]"]})
+    assert c.cls == "fixed" and "2 of 2" in c.why
+    c = classify("explore:101", b, h, {"base": ["fail", "pass"], "series": ["fail", "fail"]},
+                 {"base": [sig], "series": []})
+    assert c.cls == "flaky"
+    # the head failing further on by anything else: a new signature, as before
+    _session(head, [run(101, "failed", "wrong-bytes", 3)])
+    h = gate_explore.verdicts(head)["explore:101"]
+    assert classify("explore:101", b, h).cls == "regression"
+    # the head failing before the base's op: not past it
+    _session(head, [run(101, "failed", "short", 0, known="sendfile-moves-nothing")])
+    h = gate_explore.verdicts(head)["explore:101"]
+    assert classify("explore:101", b, h).cls == "regression"
+
+
+def test_a_run_past_a_known_finding_names_its_ops_as_the_generated_sequence(tmp_path: Path):
+    """A run again past a known finding leaves that op out: its op 2 is the generated
+    sequence's op 3. The summary's ``at`` keeps one numbering for every run, so a
+    rerun's signature is the first run's."""
+    from suite.explore.ops import Op, Sequence
+    from suite.explore.resume import carried, original, past_known
+    from suite.explore.judge import Verdict
+    seq = Sequence(seed=7, props={}, params={}, ops=(Op("pwrite"), Op("sendfile"),
+                                                     Op("pread"), Op("punch_hole"), Op("verify")))
+    v = Verdict(state="failed", kind="short", why="", failed_at=1)
+    again = past_known(seq, v, 0)
+    origin = carried(seq, again, tuple(range(5)))
+    assert [o.op for o in again.ops] == ["pwrite", "pread", "punch_hole", "verify"]
+    assert origin == (0, 2, 3, 4) and original(origin, 2) == 3
+    base = tmp_path / "base"
+    _session(base, [{**run(101, "failed", "wrong-bytes", 2), "at": 3}])
+    assert gate_explore.verdicts(base)["explore:101"].symptoms[0].row == "op 3 verify"
+
+
+def test_test_explore_compares_what_its_after_case_judges_found(tmp_path: Path):
+    """test_explore fails by each sequence's failure (compared one by one) and by its
+    after-case judges. The head, getting further, drove abdstats below zero (a known
+    upstream finding the base carries too: it lacks the fix); the base, stopped by a
+    panic on a replaced guest, never showed it. Not the series'."""
+    from suite.report.upstream import load
+    from suite.symptoms import CaseVerdict, Symptom
+    node = gate_explore.NODE
+    seq = Symptom("kernel:bug", "explore seed 5 op 0 (pwrite): BUG: NULL pointer", "row")
+    wrap = Symptom("kstat:wrap", "abdstats scatter_cnt = 18446744073709551612 (= -4 as "
+                                 "signed): below zero, was 1 before the case")
+    base = CaseVerdict(node, "failed", [seq], str(seq))
+    head = CaseVerdict(node, "failed", [wrap], str(wrap))
+    standing = tuple(f for f in load() if f.id == "abd-stats-direct-io-asymmetry")
+    assert gate_explore.after_case(base).outcome == "passed"
+    c = classify(node, base, head, standing=standing)
+    assert c.cls == "still failing" and "abd-stats-direct-io-asymmetry" in c.why
+    assert classify(node, base, head).cls == "regression", "where it does not stand: the series'"
+    odd = Symptom("kstat:wrap", "arcstats hdr_size below zero")
+    other = CaseVerdict(node, "failed", [wrap, odd], str(wrap))
+    assert classify(node, base, other, standing=standing).cls == "regression"

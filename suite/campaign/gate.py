@@ -50,6 +50,7 @@ from pathlib import Path
 from suite import paths
 from suite.campaign import gate_explore
 from suite.report.outcomes import CaseClass, GateRun, state
+from suite.report.upstream import UpstreamFinding, applying, covering, git_lacks, load
 from suite.report.xfstests import verdicts as xfstests_verdicts
 from suite.sessions import GATE_SESSION, load_verdicts, run_cases
 from suite.symptoms import INFRASTRUCTURE, CaseVerdict
@@ -80,13 +81,29 @@ def known_finding(v: CaseVerdict | None) -> str:
 def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
              reruns: dict[str, list[str]] | None = None,
              rerun_signatures: dict[str, list[str]] | None = None,
-             base_known: frozenset[str] = frozenset()) -> CaseClass:
+             base_known: frozenset[str] = frozenset(),
+             standing: tuple[UpstreamFinding, ...] = ()) -> CaseClass:
     """``base_known``: the known upstream findings the base's other cases xfailed by: a
     case the base cannot run that fails with the series by one of those alone is not
-    the series' doing."""
+    the series' doing. ``standing``: the findings that stand at the base's commit (it
+    lacks their fixes): what explore meets on the head only where the base never got
+    (past the bug the series fixes) is theirs, matched by signature."""
+    if nodeid == gate_explore.NODE:         # its sequences are sorted one by one
+        base, series = gate_explore.after_case(base), gate_explore.after_case(series)
     b, bwhy = state(base)
     s, swhy = state(series)
     c = CaseClass(nodeid, "", "", b, s, reruns or {}, rerun_signatures or {})
+    if nodeid.startswith(gate_explore.PREFIX) and (b, s) == ("fail", "fail") and \
+            (at := gate_explore.past_the_base(base, series)) is not None and \
+            all(gate_explore.is_known(x) for x in series.symptoms):
+        _past_the_base(c, base, series, at, bwhy)
+        return c
+    if nodeid == gate_explore.NODE and s == "fail" and b in ("pass", "fail") and \
+            (known := _standing_at_base(base, series, standing)):
+        c.cls, c.why = "still failing", (
+            f"new with the series only by {known}, which stands at the base too (it lacks "
+            f"the fix): explore's sequences reach further on the head; series: {swhy}")
+        return c
     if (b, s) == ("feature-skip", "feature-skip") and need(bwhy) == need(swhy):
         c.cls, c.why = "not applicable", f"neither side has what it needs: {swhy}"
     elif s in ("missing", "inconclusive", "skip", "feature-skip"):
@@ -125,6 +142,43 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
             c.cls = "regression"
             c.why = f"{swhy} (again in {rs.count('fail')} of {len(rs)} reruns; base {rb})"
     return c
+
+
+def _standing_at_base(base: CaseVerdict | None, series: CaseVerdict,
+                      standing: tuple[UpstreamFinding, ...]) -> str:
+    """The findings standing at the base that account, by their signatures, for every
+    symptom the series shows and the base does not ("" if any is none of theirs)."""
+    mine = signatures(base)
+    new = [str(x) for x in series.symptoms if x.kind not in INFRASTRUCTURE
+           and x.signature() not in mine]
+    found = covering(series.nodeid, new, list(standing)) if new else []
+    return ", ".join(f"the known upstream finding {f.id}" for f in found)
+
+
+def _past_the_base(c: CaseClass, base: CaseVerdict, series: CaseVerdict,
+                   at: tuple[int, int], bwhy: str) -> None:
+    """An explore sequence the head ran past the op where the base failed, to fail
+    further on only by known upstream findings (explore matched each by its
+    signature): what the base never reached, and not the series'. The base's failure
+    is fixed if the base fails so again on rerun and the head never does. (A head
+    failure there that is no known finding is compared as any new signature is:
+    ``_both_fail``, a regression if it comes back.)"""
+    b_op, h_op = at
+    known = "; ".join(sorted({x.detail[len(gate_explore.KNOWN_WHY):] for x in series.symptoms}))
+    past = (f"the head runs op {b_op} where the base fails ({bwhy}), and fails further on "
+            f"(op {h_op}) only by known upstream finding(s) {known}")
+    rs, rb = c.reruns.get("series", []), c.reruns.get("base", [])
+    mine = signatures(base)
+    if not rs and not rb:
+        c.cls, c.why = "fixed", f"{past} (not rerun)"
+    elif not rb or any(x != "fail" for x in rb) or \
+            not mine & set(c.rerun_signatures.get("base", [])) or \
+            mine & set(c.rerun_signatures.get("series", [])):
+        c.cls, c.why = "flaky", (f"fixed on the first run, not on rerun (base {rb}, series "
+                                 f"{rs}): {past}")
+    else:
+        c.cls, c.why = "fixed", (f"{past}; the base failed so again in {rb.count('fail')} of "
+                                 f"{len(rb)} rerun(s), the head never")
 
 
 def _fixed(c: CaseClass, bwhy: str) -> None:
@@ -205,8 +259,9 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
               f"{'; ' + problem if problem else ''}", flush=True)
     pairs = [(h, n) for h in g.heads for n in sorted(set(verdicts["base"]) | set(verdicts[h]))]
     base_known = frozenset(known_finding(v) for v in verdicts["base"].values()) - {""}
+    standing = tuple(applying(load(), git_lacks([base]))) if exploring else ()
     first = {(h, n): classify(n, verdicts["base"].get(n), verdicts[h].get(n),
-                              base_known=base_known) for h, n in pairs}
+                              base_known=base_known, standing=standing) for h, n in pairs}
     suspects = [k for k, c in first.items() if _rerun(c)]
     again = {k: {"base": [], "series": []} for k in suspects}
     seen: dict = {k: {"base": set(), "series": set()} for k in suspects}
@@ -236,7 +291,8 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
                     seen[(h, n)][key] |= signatures(got.get(n))
     for h, n in pairs:
         c = classify(n, verdicts["base"].get(n), verdicts[h].get(n), again.get((h, n)),
-                     {k: sorted(v) for k, v in seen.get((h, n), {}).items()}, base_known)
+                     {k: sorted(v) for k, v in seen.get((h, n), {}).items()}, base_known,
+                     standing)
         c.head = h
         g.classes.append(c)
     return g

@@ -55,6 +55,24 @@ def past_known_hang(seq: Sequence, v: Verdict, op: str, resumes: int) -> Sequenc
     return seq.with_ops(seq.ops[:i] + tuple(o for o in seq.ops[i:] if o.op != op))
 
 
+def carried(before: Sequence, after: Sequence, origin: tuple[int, ...]) -> tuple[int, ...]:
+    """Where each op of ``after`` (``before`` run again past a known finding: some of its
+    ops left out) stood in the generated sequence, given ``origin`` for ``before``'s:
+    a failure's op named the same way in every run of a sequence."""
+    out, j = [], 0
+    for o in after.ops:
+        while j < len(before.ops) and before.ops[j] is not o:
+            j += 1
+        out.append(origin[j] if j < len(origin) else -1)
+        j += 1
+    return tuple(out)
+
+
+def original(origin: tuple[int, ...], i: int | None) -> int | None:
+    """Op ``i`` of a run as the generated sequence numbers it."""
+    return origin[i] if i is not None and 0 <= i < len(origin) else i
+
+
 def sequences_run(runs: list[dict]) -> int:
     """The sequences an exploration ran (what an ``Nx`` budget counts): a run past a
     known finding is the same sequence again."""

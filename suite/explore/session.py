@@ -38,8 +38,8 @@ from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.failure import cause, direct, same_failure, signature
 from suite.explore.cover import Cover
-from suite.explore.resume import (kernel_limit_claims, past_known, past_known_hang,
-                                  sequences_run)
+from suite.explore.resume import (carried, kernel_limit_claims, original, past_known,
+                                  past_known_hang, sequences_run)
 from suite.explore.reach import MOVERS, run_reach
 from suite.explore.timing import engine_timing, time_split
 from suite.explore.ops import ZFS_OPS, Sequence
@@ -336,11 +336,14 @@ class Explorer:
         found: dict[tuple[str, ...], int] = {}     # signature -> seed that first showed it
         cover = Cover.of(self.choices, self.s.target) if self.s.cover else None
         resume, resumes = None, 0       # the sequence again past a known finding's op
+        last, origin = None, ()         # its ops' places in the generated sequence
         no_results = 0                  # in a row: a harness that proves nothing stops it
         while resume or budget.allows(sequences_run(result.runs), self.clock() - t0):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
             seq = resume or self.sequence(master_seed, k)
+            origin = carried(last, seq, origin) if resume and last else tuple(range(len(seq.ops)))
+            last = seq
             resumes, resume = (resumes + 1 if resume else 0), None
             if cover is not None and not resumes and not cover.admits(seq, result.runs):
                 result.cover = cover.state(result.runs)
@@ -353,6 +356,7 @@ class Explorer:
             result.runs.append({"k": k, "seed": seq.seed, "resumed": resumes,
                                 "state": v.state, "kind": v.kind,
                                 "failed_at": v.failed_at, "ops": len(seq.ops),
+                                "at": original(origin, v.failed_at),
                                 "first_wrong_byte": v.first_wrong_byte,
                                 "einval": len(v.einval), "unsupported": len(v.unsupported),
                                 "refused": len(v.refused), "leaves": v.leaves,
@@ -372,7 +376,8 @@ class Explorer:
                 continue
             no_results = 0
             if v.trip is not None:
-                result.trips.append({"k": k, "seed": seq.seed, **v.trip.to_dict()})
+                result.trips.append({"k": k, "seed": seq.seed, **v.trip.to_dict(),
+                                     "at": original(origin, v.trip.op)})
             failing_op = seq.ops[v.failed_at] if v.failed and v.failed_at is not None and \
                 0 <= v.failed_at < len(seq.ops) else None
             failing = failing_op.op if failing_op is not None else None
