@@ -5,8 +5,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 from suite.build.pipeline import add_build_options
 from suite.errors import SuiteError
+
+if TYPE_CHECKING:
+    from suite.report.outcomes import GateRun
 
 def options_from(args: argparse.Namespace):
     from suite.build.pipeline import options_from as from_values
@@ -62,11 +67,10 @@ def explore_args(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    import os
-
-    from suite.campaign.gate import run_gate
-    from suite.report.runreport import markdown, print_verdict, write_reports
+    from suite.campaign.gate import gate_head_params, resort, run_gate
     from suite.source import series
+    if args.resort:
+        return report_gate(resort(args.resort))
     if args.pr or args.head:
         pull_into_series(args)
     if not args.series:
@@ -95,30 +99,21 @@ def cmd_gate(args: argparse.Namespace) -> int:
     g = run_gate(args.series, base, selection, extra, reruns=args.reruns,
                  series_on_base=folder or bool(args.zfs_ref),
                  head_params=gate_head_params(args, Path(name) if folder else None))
+    return report_gate(g)
+
+
+def report_gate(g: GateRun) -> int:
+    """A gate's reports written, its verdict printed (and to a GitHub step summary)."""
+    import os
+
+    from suite.report.outcomes import verdict
+    from suite.report.runreport import markdown, print_verdict, write_reports
     files = write_reports(g)
     print_verdict(g, files)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
             f.write(markdown(g))
-    from suite.report.outcomes import verdict
     return verdict(g.classes)[0]
-
-
-def gate_head_params(args: argparse.Namespace, folder: Path | None) -> list[str]:
-    """--head-param, and (--tunables auto) each switch a folder of patches adds, set to
-    the value its default is not: one more head session each."""
-    from suite.campaign.gate import head_variants, series_tunables
-    params = list(args.head_param)
-    if folder is not None and args.tunables == "auto":
-        found = series_tunables(folder)
-        runs, left = head_variants(found)
-        for r in runs:
-            print(f"==> gate: the series adds a tunable: a head session with {r}", flush=True)
-        for x in left:
-            print(f"==> gate: the series adds {x}; not drawn (give --head-param)", flush=True)
-        params += [r for r in runs if r.split("=")[0] not in
-                   {p.split("=")[0] for p in params}]
-    return params
 
 
 def pull_into_series(args: argparse.Namespace) -> None:
@@ -350,6 +345,9 @@ def parser() -> argparse.ArgumentParser:
     gt.add_argument("--tunables", choices=("auto", "off"), default="auto",
                     help="auto: each switch (0/1) a pull request or patch folder adds gets "
                          "a head session with its other value")
+    gt.add_argument("--resort", type=Path, default=None, metavar="DIR",
+                    help="sort a finished gate's results (results/gate-*) again by today's "
+                         "rules and findings, running nothing")
     gt.add_argument("--impact-map", type=Path, default=None, metavar="FILE",
                     help="test impact selection: of the -k cases, run those the map "
                          "(python -m suite impact map) says reach what the series changes, "

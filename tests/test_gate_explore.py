@@ -93,6 +93,12 @@ def test_the_head_replays_the_bases_sequences(tmp_path: Path, monkeypatch):
     (c,) = [c for c in g.classes if c.nodeid == "explore:101"]
     assert c.reruns == {"base": ["fail", "fail"], "series": ["pass", "pass"]}, c
     assert "not rerun" not in c.why, c.why
+    # sorted again from its folder (gate --resort): the same classes, nothing run
+    (tmp_path / "g" / "gate.json").write_text(g.to_json())
+    n = len(calls)
+    again = gate.resort(tmp_path / "g")
+    assert [(c.nodeid, c.cls, c.why) for c in again.classes] == \
+        [(c.nodeid, c.cls, c.why) for c in g.classes] and len(calls) == n
 
 
 def test_a_sequence_fixed_by_timing_alone_is_flaky(tmp_path: Path, monkeypatch):
@@ -191,3 +197,17 @@ def test_test_explore_compares_what_its_after_case_judges_found(tmp_path: Path):
     odd = Symptom("kstat:wrap", "arcstats hdr_size below zero")
     other = CaseVerdict(node, "failed", [wrap, odd], str(wrap))
     assert classify(node, base, other, standing=standing).cls == "regression"
+
+
+def test_a_sequence_both_sides_fail_only_by_known_findings_still_fails(tmp_path: Path):
+    """#17006's head hung at op 5 in a splice (a known finding) where its base had
+    panicked (another known finding): stock bugs on both sides, not the series'."""
+    base, head = tmp_path / "base", tmp_path / "series"
+    _session(base, [run(101, "failed", "kernel:spl_panic", 2, known="quota-pin-mismatch")])
+    _session(head, [run(101, "failed", "hang", 2, known="sendfile-moves-nothing")])
+    b, h = gate_explore.verdicts(base)["explore:101"], gate_explore.verdicts(head)["explore:101"]
+    c = classify("explore:101", b, h)
+    assert c.cls == "still failing" and "quota-pin-mismatch" in c.why
+    _session(head, [run(101, "failed", "hang", 2)])
+    h = gate_explore.verdicts(head)["explore:101"]
+    assert classify("explore:101", b, h).cls == "regression"

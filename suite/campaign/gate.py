@@ -44,8 +44,10 @@ one side (``state``), the classes' record and the verdict from them (``CaseClass
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from suite import paths
 from suite.campaign import gate_explore
@@ -97,6 +99,12 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
             (at := gate_explore.past_the_base(base, series)) is not None and \
             all(gate_explore.is_known(x) for x in series.symptoms):
         _past_the_base(c, base, series, at, bwhy)
+        return c
+    if nodeid.startswith(gate_explore.PREFIX) and (b, s) == ("fail", "fail") and \
+            all(gate_explore.is_known(x) for x in [*base.symptoms, *series.symptoms]):
+        c.cls, c.why = "still failing", (f"only by known upstream findings on both sides "
+                                         f"(explore matched each by its signature): base: "
+                                         f"{bwhy}; series: {swhy}")
         return c
     if nodeid == gate_explore.NODE and s == "fail" and b in ("pass", "fail") and \
             (known := _standing_at_base(base, series, standing)):
@@ -252,9 +260,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
                                                 inner=GATE_SESSION)
         if problem:
             g.problems[side] = problem
-        verdicts[side] = load_verdicts(root / side)
-        verdicts[side].update(xfstests_verdicts(root / side))    # each xfstests test too
-        verdicts[side].update(gate_explore.verdicts(root / side))  # each explore sequence
+        verdicts[side] = side_verdicts(root / side)
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
     pairs = [(h, n) for h in g.heads for n in sorted(set(verdicts["base"]) | set(verdicts[h]))]
@@ -298,6 +304,37 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
     return g
 
 
+def side_verdicts(folder: Path) -> dict[str, CaseVerdict]:
+    """A side's verdicts: each case's, each xfstests test's, each explore sequence's."""
+    out = load_verdicts(folder)
+    out.update(xfstests_verdicts(folder))
+    out.update(gate_explore.verdicts(folder))
+    return out
+
+
+def resort(root: Path) -> GateRun:
+    """A finished gate (``gate.json`` and its sides' folders) sorted again by today's
+    rules (a finding added to findings.toml, a class's rule mended) without running
+    anything: the reruns as ``gate.json`` recorded them."""
+    meta = json.loads((root / "gate.json").read_text())
+    g = GateRun(meta["series"], meta["base"], root, meta["selection"],
+                seconds=meta.get("seconds", {}), problems=meta.get("problems", {}),
+                heads=meta.get("heads", ["series"]))
+    verdicts = {side: side_verdicts(root / side) for side in ["base", *g.heads]}
+    recorded = {(c.get("head", "series"), c["nodeid"]): c for c in meta.get("cases", [])}
+    base_known = frozenset(known_finding(v) for v in verdicts["base"].values()) - {""}
+    exploring = any(n.startswith(gate_explore.PREFIX) for n in verdicts["base"])
+    standing = tuple(applying(load(), git_lacks([g.base]))) if exploring else ()
+    for h in g.heads:
+        for n in sorted(set(verdicts["base"]) | set(verdicts[h])):
+            r = recorded.get((h, n), {})
+            c = classify(n, verdicts["base"].get(n), verdicts[h].get(n), r.get("reruns"),
+                         r.get("rerun_signatures"), base_known, standing)
+            c.head = h
+            g.classes.append(c)
+    return g
+
+
 def _reran_on(side: str, head: str, nodeid: str, first: CaseClass) -> bool:
     """Whether a suspect of ``head`` is rerun on ``side``: on its head always, on the
     base unless the base lacks the feature; never an xfstests test (run as a whole).
@@ -338,3 +375,19 @@ def _rerun(c: CaseClass) -> bool:
     """Whether a first-run class claims a change the reruns must confirm."""
     return (c.cls in ("fixed", "regression")
             or (c.series == "fail" and c.base in ("pass", "feature-skip")))
+
+
+def gate_head_params(args: Any, folder: Path | None) -> list[str]:
+    """--head-param, and (--tunables auto) each switch a folder of patches adds, set to
+    the value its default is not: one more head session each."""
+    params = list(args.head_param)
+    if folder is not None and args.tunables == "auto":
+        found = series_tunables(folder)
+        runs, left = head_variants(found)
+        for r in runs:
+            print(f"==> gate: the series adds a tunable: a head session with {r}", flush=True)
+        for x in left:
+            print(f"==> gate: the series adds {x}; not drawn (give --head-param)", flush=True)
+        params += [r for r in runs if r.split("=")[0] not in
+                   {p.split("=")[0] for p in params}]
+    return params
