@@ -211,3 +211,15 @@ def test_a_sequence_both_sides_fail_only_by_known_findings_still_fails(tmp_path:
     _session(head, [run(101, "failed", "hang", 2)])
     h = gate_explore.verdicts(head)["explore:101"]
     assert classify("explore:101", b, h).cls == "regression"
+
+
+def test_a_test_skipped_alike_on_both_sides_is_not_applicable():
+    """#18844's gate with the xfstests direct profile: 8 tests the kernel cannot run or
+    the exclude list names skipped on both sides alike, and the gate said INCONCLUSIVE."""
+    from suite.symptoms import CaseVerdict
+    why = "notrun: device block size: 4096 greater than 512"
+    b = CaseVerdict("xfstests:generic/114[direct]", "skipped", [], why)
+    c = classify(b.nodeid, b, CaseVerdict(b.nodeid, "skipped", [], why))
+    assert c.cls == "not applicable"
+    c = classify(b.nodeid, b, CaseVerdict(b.nodeid, "skipped", [], "notrun: another reason"))
+    assert c.cls == "inconclusive"

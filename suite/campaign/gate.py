@@ -114,6 +114,10 @@ def classify(nodeid: str, base: CaseVerdict | None, series: CaseVerdict | None,
         return c
     if (b, s) == ("feature-skip", "feature-skip") and need(bwhy) == need(swhy):
         c.cls, c.why = "not applicable", f"neither side has what it needs: {swhy}"
+    elif (b, s) == ("skip", "skip") and bwhy == swhy:
+        # skipped alike on both sides (an xfstests test the kernel cannot run, or one
+        # excluded with its reason): it proves nothing either way, counted and left out
+        c.cls, c.why = "not applicable", f"skipped on both sides alike: {swhy}"
     elif s in ("missing", "inconclusive", "skip", "feature-skip"):
         c.cls, c.why = "inconclusive", f"with the series: {s}: {swhy}"
     elif b == "feature-skip" and s == "pass":
