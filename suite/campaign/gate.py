@@ -70,7 +70,7 @@ def need(why: str) -> str:
     return re.sub(r" \(build [^)]*\)", "", why)
 
 
-KNOWN = re.compile(r"known upstream finding (\S+)")
+KNOWN = re.compile(gate_explore.KNOWN_WHY + r"(\S+)")
 
 
 def known_finding(v: CaseVerdict | None) -> str:
@@ -268,8 +268,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
         print(f"<== {side}: {len(verdicts[side])} verdicts in {g.seconds[side]:.0f}s"
               f"{'; ' + problem if problem else ''}", flush=True)
     pairs = [(h, n) for h in g.heads for n in sorted(set(verdicts["base"]) | set(verdicts[h]))]
-    base_known = frozenset(known_finding(v) for v in verdicts["base"].values()) - {""}
-    standing = tuple(applying(load(), git_lacks([base]))) if exploring else ()
+    base_known, standing = _known_at_base(verdicts["base"], base, exploring)
     first = {(h, n): classify(n, verdicts["base"].get(n), verdicts[h].get(n),
                               base_known=base_known, standing=standing) for h, n in pairs}
     suspects = [k for k, c in first.items() if _rerun(c)]
@@ -292,8 +291,7 @@ def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
             _, _, g.seconds[f"rerun{i + 1}-{side}"] = run_cases(
                 [*args, *more], out, gate_explore.counted(extra, more),
                 targets=[str(paths.PROJECT_ROOT / n) for n in cases], inner=GATE_SESSION)
-            got = load_verdicts(out)
-            got.update(gate_explore.verdicts(out))
+            got = side_verdicts(out)
             for h, n in suspects:
                 if n in todo and (side == "base" or side == h):
                     key = "base" if side == "base" else "series"
@@ -316,6 +314,14 @@ def side_verdicts(folder: Path) -> dict[str, CaseVerdict]:
     return out
 
 
+def _known_at_base(base: dict[str, CaseVerdict], ref: str, exploring: bool
+                   ) -> tuple[frozenset[str], tuple[UpstreamFinding, ...]]:
+    """What ``classify`` knows of the base: the known findings its cases xfailed by,
+    and (exploring) the findings standing at its commit."""
+    known = frozenset(known_finding(v) for v in base.values()) - {""}
+    return known, tuple(applying(load(), git_lacks([ref]))) if exploring else ()
+
+
 def resort(root: Path) -> GateRun:
     """A finished gate (``gate.json`` and its sides' folders) sorted again by today's
     rules (a finding added to findings.toml, a class's rule mended) without running
@@ -326,9 +332,8 @@ def resort(root: Path) -> GateRun:
                 heads=meta.get("heads", ["series"]))
     verdicts = {side: side_verdicts(root / side) for side in ["base", *g.heads]}
     recorded = {(c.get("head", "series"), c["nodeid"]): c for c in meta.get("cases", [])}
-    base_known = frozenset(known_finding(v) for v in verdicts["base"].values()) - {""}
-    exploring = any(n.startswith(gate_explore.PREFIX) for n in verdicts["base"])
-    standing = tuple(applying(load(), git_lacks([g.base]))) if exploring else ()
+    base_known, standing = _known_at_base(
+        verdicts["base"], g.base, any(n.startswith(gate_explore.PREFIX) for n in verdicts["base"]))
     for h in g.heads:
         for n in sorted(set(verdicts["base"]) | set(verdicts[h])):
             r = recorded.get((h, n), {})

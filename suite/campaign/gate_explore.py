@@ -33,6 +33,7 @@ from suite.campaign.lanes.explore import _json
 from suite.symptoms import CaseVerdict, Symptom
 
 PREFIX = "explore:"
+KNOWN_WHY = "known upstream finding "      # a symptom explore matched to one, by signature
 NODE = "cases/test_explore.py::test_explore"
 SUMMARIES = "*/cases/test_explore/explore/summary.json"
 SEQUENCES = "*/cases/test_explore/engine/explore-*.seq.json"
@@ -121,7 +122,7 @@ def verdicts(session_dir: Path) -> dict[str, CaseVerdict]:
             if r.get("state") == "failed":
                 i = r.get("at", r.get("failed_at"))     # as the generated sequence numbers it
                 row = f"op {i} {_op_name(files.get(seed), i)}"
-                why = f"known upstream finding {r['known']}" if r.get("known") else ""
+                why = f"{KNOWN_WHY}{r['known']}" if r.get("known") else ""
                 found.setdefault(seed, []).append(Symptom(str(r.get("kind") or "?"), why, row))
         for t in s.get("trips") or []:
             seed = t.get("seed")
@@ -134,7 +135,7 @@ def verdicts(session_dir: Path) -> dict[str, CaseVerdict]:
                               and r.get("kind") == t.get("kind")), "")
                 found.setdefault(seed, []).append(
                     Symptom(str(t.get("kind") or "trip"),
-                            f"known upstream finding {known}" if known else
+                            f"{KNOWN_WHY}{known}" if known else
                             str(t.get("headline") or "")[:300],
                             f"op {t.get('at', t.get('op'))} {t.get('op_kind') or '?'}"))
     out: dict[str, CaseVerdict] = {}
@@ -156,7 +157,6 @@ def verdicts(session_dir: Path) -> dict[str, CaseVerdict]:
 # A sequence the head gets further in: the base stopped at a bug the pull request
 # fixes, and the head, past it, meets what the base never reached.
 
-KNOWN_WHY = "known upstream finding "
 _OP = re.compile(r"^op (\d+)\b")
 
 
