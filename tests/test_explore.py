@@ -1243,7 +1243,7 @@ def test_each_run_says_where_its_time_went(ddir: Path):
     """The engine reports its start-up, setup and ops; the host adds its own wall
     time; the summary splits the sequences' seconds by part (explore's speed is
     measured, not guessed)."""
-    from suite.explore.session import engine_timing, time_split
+    from suite.explore.timing import engine_timing, time_split
     root = ddir / "timing"
     s = Settings(str(root), root / "engine", root / "explore", n_ops=8,
                  file_size_max=128 << 10)

@@ -552,3 +552,34 @@ def test_past_a_kernels_limit_the_resumed_sequence_leaves_out_every_op_it_claims
     once = past_known(seq, Verdict("failed", failed_at=2, kind="wrong-bytes"), 0,
                       kernel_limit_claims(seq, other))
     assert once is not None and len(once.ops) == len(seq.ops) - 1
+
+
+def test_shrinking_a_finding_does_not_spend_the_exploring_budget(tmp_path: Path):
+    """A finding met early and shrunk for long (a hang: every candidate waits out its
+    bound and boots a guest) must not end the run: the budget is exploring time, and
+    shrinking comes on top (317cbaa578's fsync hang, shrunk for 20 minutes, left a
+    15-minute run with one sequence)."""
+    fleet = Fleet()
+    now = [0.0]
+
+    class Timed:           # every run takes 10 s of the host's clock, whatever its kind
+        def __init__(self, guest: FakeKernel) -> None:
+            self.guest = guest
+
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            now[0] += 10.0
+            return self.guest.run_sequence(seq_file, target, timeout_s, extra)
+
+    def renew(why: str) -> Fresh:
+        return Fresh(Timed(fleet.renew(why).runner), lambda seq: None)
+
+    ex = Explorer(Timed(fleet.guests[0]), settings(tmp_path, max_findings=3), Choices(),
+                  log=lambda _: None, renew=renew, clock=lambda: now[0])
+    res = ex.run(tripping_seed(), parse_budget("60s"))
+    assert len(res.findings) == 1 and res.findings[0].tries >= 3
+    assert res.shrinking_s >= 10.0 * res.findings[0].tries      # each replay: 10 s
+    assert res.elapsed_s > 60.0 + 10.0                           # ran past 60 s of wall
+    assert len(res.runs) == 6, [r["at_s"] for r in res.runs]   # 6 sequences of 10 s each
+    assert [r["at_s"] for r in res.runs] == [10.0 * (i + 1) for i in range(6)]
+    summary = json.loads((tmp_path / "explore" / "summary.json").read_text())
+    assert summary["shrinking_s"] == round(res.shrinking_s, 1) > 0

@@ -150,6 +150,15 @@ class Choices:
     # barrier (fsync/syncfs-ignores-queued-writes needed it; at 0.12 and every shape
     # drawn alike, 2.5% of sequences had it: a 15-minute run rarely met one).
     power_share_async: float = 0.35
+    # of the file sequences of a build with the async O_DIRECT path (it has
+    # zfs_async_dio_enabled), those run under the async path's own conditions: it on,
+    # Direct I/O on (zfs_dio_enabled=1, ``direct`` not disabled), its in-flight budget
+    # not cut, no caller between, ``primarycache=metadata`` (a request can be held). The
+    # shapes judged only there (the durability shape's power cut, a held write with a
+    # later write or a stream, batched appends) otherwise drew conditions that let
+    # none of them be judged: the one durability shape of a 15-minute run at
+    # 30582e2f4c ran with Direct I/O off. Its own generator: other sequences stay.
+    async_shape_share: float = 0.4
     # of reads, those made by the kernel moving the target's bytes out (sendfile or
     # splice into tmpfs or a pipe, copy_file_range to another file system); of writes,
     # those whose bytes come in as user pages through a pipe (vmsplice, then splice).

@@ -1,12 +1,16 @@
 """What explore found: one failing sequence, shrunk and confirmed (``Finding``), and
-how a case names it (its symptom's one line, a hang's tasks in D state)."""
+how a case names it (its symptom's one line, a hang's tasks in D state); what one
+exploration came to (``ExploreResult``, written as ``summary.json``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from suite.explore.failure import signature
 from suite.explore.judge import Verdict
 from suite.explore.ops import Sequence
+from suite.explore.timing import time_split
 
 
 @dataclass
@@ -47,3 +51,39 @@ class Finding:
             return None
         tasks = [t for t in parse_dstate("\n".join(trip.lines)) if t.state.startswith("D")]
         return stuck_summary(tasks) if tasks else None
+
+
+@dataclass
+class ExploreResult:
+    master_seed: int
+    budget: str
+    target: str = "file"
+    runs: list[dict[str, Any]] = field(default_factory=list)   # one per generated sequence
+    findings: list[Finding] = field(default_factory=list)
+    no_result: list[tuple[int, Verdict]] = field(default_factory=list)   # (seed, verdict)
+    replays: int = 0
+    elapsed_s: float = 0.0          # wall clock, shrinking included
+    shrinking_s: float = 0.0        # of it, shrinking and confirming findings (not the budget's)
+    known: int = 0                  # sequences that failed as a known finding did
+    boots: int = 0                  # fresh guests after one that tripped
+    trips: list[dict[str, Any]] = field(default_factory=list)   # every run the kernel cut short
+    avoided: list[dict[str, Any]] = field(default_factory=list)  # ops given up, and why
+    cover: dict[str, Any] = field(default_factory=dict)   # --explore-cover: cells left
+
+    def summary(self) -> dict[str, Any]:
+        return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
+                "sequences": len(self.runs), "replays": self.replays,
+                "elapsed_s": round(self.elapsed_s, 1),
+                "shrinking_s": round(self.shrinking_s, 1), "known": self.known,
+                "boots": self.boots, "trips": self.trips, "avoided": self.avoided,
+                "cover": self.cover,
+                "time_split": time_split(self.runs), "runs": self.runs,
+                "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
+                              "signature": list(signature(f.original, f.verdict)),
+                              "ops": len(f.minimal.ops), "original_ops": len(f.original.ops),
+                              "tries": f.tries, "failed_at": f.minimal_verdict.failed_at,
+                              "trip": f.minimal_verdict.trip.to_dict()
+                              if f.minimal_verdict.trip else None,
+                              "json": str(f.json_path), "txt": str(f.txt_path)}
+                             for f in self.findings],
+                "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}

@@ -294,7 +294,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         raise ValueError(f"file_size_max {file_size_max} leaves no room: give at least {2 * PAGE}")
     ch = choices or Choices()
     rng = random.Random(seed)
-    caller = draw_caller(seed, target, ch)
+    shaped = async_shaped(seed, target, ch)
+    caller = {} if shaped else draw_caller(seed, target, ch)
     if caller.get("kind") == "loop":    # a loop device: a block device's window and ops
         target_ops = "blockdev"
     else:
@@ -309,6 +310,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         params = _pick(rng, ch.param_values, tuple(ch.params))
         params.update(_pick(random.Random(f"tunables:{seed}"), ch.tunable_values,
                             tuple(ch.params)))
+        if shaped:
+            props, params = async_conditions(props, params, ch)
     if caller.get("kind") == "loopfs" and caller.get("dio") and caller.get("lbs") == 512 and \
             params.get("zfs_dio_strict") == 1 and props.get("direct") != "disabled":
         # ext4 reads its superblock with a 512-byte direct read through the loop, which a
@@ -363,7 +366,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         ops = crash_point(ops, random.Random(f"crash:{seed}"), ch.crash_share)
     # A power cut: on a file with the ZFS commands, or on a zvol (the session can cut).
     cut = power_cut(random.Random(f"power:{seed}"), ch, file_size_max, n_ops,
-                    slow=target == "file", shaped=params.get("zfs_async_dio_enabled") == 1) \
+                    slow=target == "file", shaped=async_dio(props, params)) \
         if "power_cut" in ch.ops and (zfs_ops and target == "file" or target == "zvol") \
         else None
     ops.append(cut or Op("verify"))
@@ -379,6 +382,37 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                for o in ops]
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
+
+
+def async_shaped(seed: int, target: str, ch: Choices) -> bool:
+    """``Choices.async_shape_share`` of the file sequences of a build with the async
+    O_DIRECT path run under that path's conditions (:func:`async_conditions`)."""
+    return target == "file" and ch.async_shape_share > 0 and \
+        "zfs_async_dio_enabled" in ch.params and \
+        random.Random(f"async-shape:{seed}").random() < ch.async_shape_share
+
+
+def async_conditions(props: dict[str, str], params: dict[str, int],
+                     ch: Choices) -> tuple[dict[str, str], dict[str, int]]:
+    """The async O_DIRECT path's conditions over a sequence's draws: the path on, Direct
+    I/O on, its in-flight budget the largest drawn, data not cached (a request can be
+    held in flight); the other draws kept."""
+    props = dict(props)
+    if "primarycache" in props:
+        props["primarycache"] = "metadata"
+    if props.get("direct") == "disabled":
+        props["direct"] = "standard"
+    forced = {"zfs_async_dio_enabled": 1, "zfs_dio_enabled": 1,
+              "zfs_async_dio_max_inflight": max(ch.tunable_values.get(
+                  "zfs_async_dio_max_inflight", (0,)))}
+    return props, {**params, **{k: v for k, v in forced.items() if k in params}}
+
+
+def async_dio(props: dict[str, str], params: dict[str, int]) -> bool:
+    """The sequence's O_DIRECT requests may take the async path: it on, and Direct I/O
+    on (a power cut's durability shape is that path's, and judged only there)."""
+    return params.get("zfs_async_dio_enabled") == 1 and \
+        params.get("zfs_dio_enabled", 1) != 0 and props.get("direct") != "disabled"
 
 
 def draw_caller(seed: int, target: str, ch: Choices) -> dict[str, int | str]:

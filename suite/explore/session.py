@@ -41,12 +41,12 @@ from suite.explore.cover import Cover
 from suite.explore.resume import (carried, kernel_limit_claims, original, past_known,
                                   past_known_hang, sequences_run)
 from suite.explore.reach import MOVERS, run_reach
-from suite.explore.timing import engine_timing, time_split
+from suite.explore.timing import engine_timing
 from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
 from suite.explore.budget import Budget
-from suite.explore.finding import Finding
+from suite.explore.finding import ExploreResult, Finding
 from suite.explore.conditions import Conditions, GuestZfs
 
 
@@ -113,40 +113,6 @@ class Settings:
     cover: bool = False
 
 
-@dataclass
-class ExploreResult:
-    master_seed: int
-    budget: str
-    target: str = "file"
-    runs: list[dict[str, Any]] = field(default_factory=list)   # one per generated sequence
-    findings: list[Finding] = field(default_factory=list)
-    no_result: list[tuple[int, Verdict]] = field(default_factory=list)   # (seed, verdict)
-    replays: int = 0
-    elapsed_s: float = 0.0
-    known: int = 0                  # sequences that failed as a known finding did
-    boots: int = 0                  # fresh guests after one that tripped
-    trips: list[dict[str, Any]] = field(default_factory=list)   # every run the kernel cut short
-    avoided: list[dict[str, Any]] = field(default_factory=list)  # ops given up, and why
-    cover: dict[str, Any] = field(default_factory=dict)   # --explore-cover: cells left
-
-    def summary(self) -> dict[str, Any]:
-        return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
-                "sequences": len(self.runs), "replays": self.replays,
-                "elapsed_s": round(self.elapsed_s, 1), "known": self.known,
-                "boots": self.boots, "trips": self.trips, "avoided": self.avoided,
-                "cover": self.cover,
-                "time_split": time_split(self.runs), "runs": self.runs,
-                "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
-                              "signature": list(signature(f.original, f.verdict)),
-                              "ops": len(f.minimal.ops), "original_ops": len(f.original.ops),
-                              "tries": f.tries, "failed_at": f.minimal_verdict.failed_at,
-                              "trip": f.minimal_verdict.trip.to_dict()
-                              if f.minimal_verdict.trip else None,
-                              "json": str(f.json_path), "txt": str(f.txt_path)}
-                             for f in self.findings],
-                "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
-
-
 Declare = Callable[[str, set[str]], None]
 @dataclass
 class Fresh:
@@ -210,6 +176,7 @@ class Explorer:
         self.last_lines: list[dict[str, Any]] = []
         self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
         self.last_timing: dict[str, float] = {}
+        self.shrinking_s = 0.0      # spent shrinking and confirming: not the budget's
         for d in (settings.seq_dir, settings.out_dir):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -298,7 +265,13 @@ class Explorer:
         """Shrink a failing sequence (same kind of failure only), save and confirm it."""
         self.log(f"explore: sequence {k} (seed {seq.seed}) {v.line()}; shrinking")
         (self.s.out_dir / f"original-{seq.seed}.json").write_text(seq.to_json())
-        stop_at = self.clock() + self.s.shrink_s
+        began = self.clock()
+        try:
+            return self._investigate(k, seq, v, stop_at=began + self.s.shrink_s)
+        finally:                # shrinking comes on top of the budget: its time is set apart
+            self.shrinking_s += self.clock() - began
+
+    def _investigate(self, k: int, seq: Sequence, v: Verdict, stop_at: float) -> Finding:
 
         def still_fails(c: Sequence) -> bool:
             return same_failure(v, self.replay(c, "shrink"))
@@ -338,7 +311,7 @@ class Explorer:
         resume, resumes = None, 0       # the sequence again past a known finding's op
         last, origin = None, ()         # its ops' places in the generated sequence
         no_results = 0                  # in a row: a harness that proves nothing stops it
-        while resume or budget.allows(sequences_run(result.runs), self.clock() - t0):
+        while resume or budget.allows(sequences_run(result.runs), self.explored(t0)):
             if self.s.sequences and k >= len(self.s.sequences):
                 break
             seq = resume or self.sequence(master_seed, k)
@@ -363,7 +336,7 @@ class Explorer:
                                 "seconds": round(self.clock() - t, 2),
                                 "engine": self.last_timing,
                                 **run_reach(seq, self.last_lines),
-                                "at_s": round(self.clock() - t0, 2)})   # since exploring began
+                                "at_s": round(self.explored(t0), 2)})   # exploring time so far
             if v.state == "no-result":
                 result.no_result.append((seq.seed, v))
                 if self.renew is None or no_results >= MAX_NO_RESULTS:
@@ -441,6 +414,11 @@ class Explorer:
         self._save(result, t0)
         return result
 
+    def explored(self, t0: float) -> float:
+        """Seconds spent exploring since ``t0``: shrinking and confirming findings is not
+        the budget's (a hang met early, shrunk for 20 minutes, must not end the run)."""
+        return self.clock() - t0 - self.shrinking_s
+
     def sequence(self, master_seed: int, k: int) -> Sequence:
         """Sequence ``k``: the ``k``-th one given (``--explore-replay``), else generated."""
         if self.s.sequences:
@@ -478,6 +456,7 @@ class Explorer:
 
     def _save(self, result: ExploreResult, t0: float) -> None:
         result.replays, result.elapsed_s = self.replays, self.clock() - t0
+        result.shrinking_s = self.shrinking_s
         result.boots = self.boots
         (self.s.out_dir / "summary.json").write_text(json.dumps(result.summary(), indent=1,
                                                                 default=str) + "\n")
