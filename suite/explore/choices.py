@@ -60,6 +60,12 @@ ZVOL_PROP_CHOICES: dict[str, tuple[str, ...]] = {
     "sync": ("standard", "always"),
     "primarycache": ("all", "metadata"),
 }
+# How the dataset keeps access times, from a generator of its own (a sequence's other
+# draws stay what they were): relatime (the default), strict (atime=on, relatime=off:
+# every read updates the inode, in the read's completion on the async path, which is
+# what async-dio 8e1187c520's rollback deadlock needed) or off.
+ATIME_CHOICES: dict[str, tuple[str, ...]] = {"atime": ("on", "on", "off"),
+                                             "relatime": ("on", "off")}
 ZVOL_PARAM_CHOICES: dict[str, tuple[int, ...]] = {"zvol_dio_enabled": (0, 1, 1)}
 # The zvol's queue: blk-mq (struct request, the series' rq_for_each_segment branch)
 # in ``Choices.blk_mq_share`` of the sequences, drawn from a generator of its own so a
@@ -81,6 +87,7 @@ class Choices:
     ifaces: tuple[str, ...] = IFACES
     bufs: tuple[str, ...] = BUF_SOURCES
     props: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(PROP_CHOICES))
+    atime: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(ATIME_CHOICES))
     params: tuple[str, ...] = ()
     param_values: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(PARAM_CHOICES))
     tunable_values: dict[str, tuple[int, ...]] = field(

@@ -32,7 +32,7 @@ from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,
 
 # The generator's tables, re-exported: explore's modules import them from here.
 from suite.explore.choices import (  # noqa: F401
-    PAGE, REC_128K, PROP_CHOICES, PARAM_CHOICES, TUNABLE_CHOICES, ZVOL_TUNABLE_CHOICES,
+    PAGE, REC_128K, ATIME_CHOICES, PROP_CHOICES, PARAM_CHOICES, TUNABLE_CHOICES, ZVOL_TUNABLE_CHOICES,
     OP_WEIGHTS, BLOCKDEV_SKIP, BLOCK_TARGETS, BLOCK_OPS, ZVOL_PROP_CHOICES,
     ZVOL_PARAM_CHOICES, BLK_MQ_PARAM, ZVOL_QUEUE_CHOICES, SEGS, BUF_OFFSETS,
     ODD_LENGTHS, ODD_DELTAS, Choices)
@@ -305,6 +305,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         props, params = _zvol_conditions(rng, ch, seed)
     else:
         props = _pick(rng, {k: tuple(v) for k, v in ch.props.items()})
+        props.update(_pick(random.Random(f"atime:{seed}"), ch.atime))
         if target == "blockdev":
             props = {k: v for k, v in props.items() if k not in ("recordsize", "direct")}
         params = _pick(rng, ch.param_values, tuple(ch.params))

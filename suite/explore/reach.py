@@ -182,6 +182,8 @@ def seq_tunables(seq: Sequence) -> list[str]:
     and who issues its requests (``caller:...``: the engine itself, or a loop device
     with its direct-io and sector size, beside the dataset's ``direct``)."""
     out = [f"{k}={v}" for k, v in seq.params.items() if k in TUNABLES]
+    if "atime" in seq.props:
+        out.append(f"atime:{atime_mode(seq.props)}")
     c = seq.caller
     if c.get("kind") == "loop":
         out += [f"caller:loop dio={c.get('dio')} lbs={c.get('lbs')}",
@@ -195,6 +197,17 @@ def seq_tunables(seq: Sequence) -> list[str]:
     elif seq.target == "file":
         out.append("caller:self")
     return sorted(out)
+
+
+ATIME_MODES = ("strict", "relatime", "off")
+
+
+def atime_mode(props: dict[str, str]) -> str:
+    """How the dataset keeps access times: ``off``, ``relatime`` or ``strict`` (every
+    read updates the inode: atime=on, relatime=off)."""
+    if props.get("atime") == "off":
+        return "off"
+    return "strict" if props.get("relatime") == "off" else "relatime"
 
 
 def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> list[str]:
@@ -346,6 +359,9 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")
+    lines.append("dataset access times: sequences")
+    lines.append("  " + "  ".join(f"{m} {drawn_.tunables.get('atime:' + m, 0)}"
+                                  for m in ATIME_MODES))
     lines.append("tunable = value: sequences")
     for name in TUNABLES:
         vals = sorted(set(TUNABLES[name]))

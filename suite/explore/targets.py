@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from suite.errors import SuiteError
-from suite.explore.gen import (BLK_MQ_PARAM, PARAM_CHOICES, PROP_CHOICES, TUNABLE_CHOICES,
+from suite.explore.gen import (ATIME_CHOICES, BLK_MQ_PARAM, PARAM_CHOICES, PROP_CHOICES, TUNABLE_CHOICES,
                                ZVOL_PARAM_CHOICES, ZVOL_PROP_CHOICES, ZVOL_QUEUE_CHOICES,
                                ZVOL_TUNABLE_CHOICES, Choices, size_of)
 from suite.explore.ops import OP_KINDS, Sequence
@@ -166,6 +166,7 @@ def choices_for(target: str, have: set[str], has_param: Callable[[str], bool],
                        params=tuple(p for p in sorted(param_table("zvol")) if has_param(p)),
                        vol_have=tuple(sorted(k for k in ZVOL_PROP_CHOICES if k in have)))
     return Choices(ops=ops, props={k: v for k, v in PROP_CHOICES.items() if k in have},
+                   atime={k: v for k, v in ATIME_CHOICES.items() if k in have},
                    params=tuple(p for p in sorted(param_table("file")) if has_param(p)),
                    **({} if nfs_server() else {"nfs_share": 0.0}))
 
