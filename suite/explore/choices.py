@@ -175,6 +175,11 @@ class Choices:
     # reached mid-request: RLIMIT_FSIZE, or the dataset's refquota (with the ZFS
     # commands): suite/ioengine/explore/limits.py. From a generator of its own.
     limit_share: float = 0.06
+    # of those in sequences whose O_DIRECT writes may take the async path: a write the
+    # taskq commits in part and then cuts is that path's own (async-dio 317cbaa578's
+    # short write reported as EDQUOT, dc643dc204's pin overflow under RLIMIT_FSIZE).
+    # The same generator: a write limited at 0.06 stays limited.
+    limit_share_async: float = 0.15
     # of reads and writes, those given a per-call flag (RWF_APPEND, RWF_DSYNC,
     # RWF_NOWAIT, RWF_HIPRI: suite/ioengine/explore/flags.py). A generator of its own.
     flags_share: float = 0.08

@@ -351,7 +351,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     if any(k in ch.ops for k in OUTWARD):
         ops = outward(ops, random.Random(f"outward:{seed}"), ch, block=target_ops != "file")
     if target_ops == "file" and not caller and ch.limit_share:
-        ops = limit_writes(ops, random.Random(f"limit:{seed}"), ch.limit_share, bool(zfs_ops))
+        ops = limit_writes(ops, random.Random(f"limit:{seed}"), ch.limit_share_async
+                           if async_dio(props, params) else ch.limit_share, bool(zfs_ops))
     if ch.flags_share and target_ops == "file":
         ops = flag_requests(ops, random.Random(f"flags:{seed}"), ch.flags_share)
     if zfs_ops and target == "file" and ch.held_share and \
