@@ -626,3 +626,35 @@ def test_a_blk_mq_zvol_sets_the_parameter_and_is_checked_not_assumed():
     zfs = FakeGuestZfs(params={"zvol_use_blk_mq": 1})     # left on by something else
     with pytest.raises(GuestError, match="made for the bio queue but .* exists"):
         guest_zvols(zfs).create("b", 65536, 16384, {})
+
+
+def test_zvol_sequences_of_a_direct_io_build_run_under_its_conditions():
+    """zvol Direct I/O's own conditions in 40% of the zvol sequences of a build that has
+    it: the path on and write verify on (a racing write must be retried through the
+    ARC, zvol-dio 17b61d93af), half of them with sha256 and lz4 (a rewrite of a synced
+    block is a nopwrite, 68a939265f); a build without the switch draws as it did."""
+    from dataclasses import replace as with_
+    from suite.explore.gen import Choices, generate, sequence_seed
+    from suite.explore.ops import WRITES
+    ch = Choices(zfs_ops=True, params=("zvol_dio_enabled", "zvol_use_blk_mq",
+                                       "zfs_vdev_direct_write_verify"),
+                 vol_have=("volblocksize", "compression", "checksum", "sync", "primarycache"))
+    seqs = [generate(sequence_seed(1, k), 40, "zvol", 3 << 20, ch) for k in range(200)]
+    both = [q for q in seqs if q.params["zvol_dio_enabled"] == 1 and
+            q.params["zfs_vdev_direct_write_verify"] == 1]
+    racing = [q for q in both if any(o.op in WRITES and o.buf == "racing" and o.direct
+                                     for o in q.ops)]
+    assert len(both) >= 0.45 * len(seqs) and len(racing) >= 0.2 * len(seqs)
+    nop = [q for q in both if q.props["checksum"] == "sha256" and q.props["compression"] == "lz4"]
+    assert len(nop) >= 0.2 * len(seqs)
+    off = with_(ch, zvol_dio_shape_share=0.0)
+    plain = [generate(sequence_seed(1, k), 40, "zvol", 3 << 20, off) for k in range(200)]
+    assert sum(1 for q in plain if q.params["zvol_dio_enabled"] == 1 and
+               q.params["zfs_vdev_direct_write_verify"] == 1) < 0.4 * len(plain)
+    # the ops are what they were (but a racing write verify keeps: write verify off
+    # makes it an ordinary one)
+    assert [[(o.op, o.off, o.len, o.data) for o in q.ops] for q in plain] == \
+        [[(o.op, o.off, o.len, o.data) for o in q.ops] for q in seqs]
+    lacks = with_(ch, params=("zvol_use_blk_mq",))
+    assert all("zvol_dio_enabled" not in generate(sequence_seed(1, k), 40, "zvol", 3 << 20,
+                                                   lacks).params for k in range(20))

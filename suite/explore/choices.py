@@ -166,6 +166,15 @@ class Choices:
     # none of them be judged: the one durability shape of a 15-minute run at
     # 30582e2f4c ran with Direct I/O off. Its own generator: other sequences stay.
     async_shape_share: float = 0.4
+    # of the zvol sequences of a build with zvol Direct I/O (it has zvol_dio_enabled),
+    # those run under that path's own conditions: it on and write verify on (a write
+    # whose buffer changes in flight fails verify and must be retried through the ARC),
+    # and, in half of them, a checksum and compression nopwrite acts on (sha256, lz4:
+    # a rewrite of a synced block's very bytes is then a nopwrite). Drawn from their
+    # own generators; at 0 a zvol sequence is what it always was. At seed 1, 15% of
+    # zvol sequences had a racing Direct I/O write with verify on and 5% a nopwrite
+    # rewrite (zvol-dio 17b61d93af's EIO and 68a939265f's nopwrite VERIFY).
+    zvol_dio_shape_share: float = 0.4
     # of reads, those made by the kernel moving the target's bytes out (sendfile or
     # splice into tmpfs or a pipe, copy_file_range to another file system); of writes,
     # those whose bytes come in as user pages through a pipe (vmsplice, then splice).

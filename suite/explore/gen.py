@@ -279,6 +279,11 @@ def _zvol_conditions(rng: random.Random, ch: Choices,
     params = _pick(rng, ch.vol_params)
     params[BLK_MQ_PARAM] = int(random.Random(f"blk-mq:{seed}").random() < ch.blk_mq_share)
     params.update(_pick(random.Random(f"tunables:{seed}"), ZVOL_TUNABLE_CHOICES))
+    if "zvol_dio_enabled" in ch.params and ch.zvol_dio_shape_share > 0 and \
+            random.Random(f"zvol-dio-shape:{seed}").random() < ch.zvol_dio_shape_share:
+        params.update(zvol_dio_enabled=1, zfs_vdev_direct_write_verify=1)
+        if random.Random(f"nopwrite:{seed}").random() < 0.5:
+            props.update(checksum="sha256", compression="lz4")
     keep = set(ch.vol_props if ch.vol_have is None else ch.vol_have) | {"volblocksize"}
     return ({k: v for k, v in props.items() if k in keep},
             {k: v for k, v in params.items() if k in ch.params})
