@@ -410,3 +410,29 @@ def test_a_hang_with_tasks_in_d_state_meets_a_d_state_bug(tmp_path: Path):
     assert cell.startswith("found: D-state after 4m43s (shrunk 40 -> 2 ops) (matches the bug's "
                            "symptom)"), cell
     assert "zfs_fsync" in cell and "also hang" in cell
+
+
+def test_a_report_a_run_named_a_known_finding_is_not_the_bugs_own(tmp_path: Path):
+    """dc643dc204, 2026-12-07: a run explore named the known io_uring quota pin
+    mismatch left its panic among the case's symptoms, and the cell read "found:
+    kernel:spl_panic (matches the bug's symptom)". A symptom a known run's finding
+    accounts for by its signature is counted with the known ones; one it does not
+    account for (today's signature) is still a failure met at the commit."""
+    stock = Symptom("kernel:spl_panic", "[ 516.4] VERIFY0(len) failed (-131072)",
+                    stack=("zfs_uio_pin_user_pages", "zfs_uio_get_dio_pages_alloc"))
+    series = Symptom("kernel:spl_panic", "[ 516.4] VERIFY0(len) failed (-524288)",
+                     stack=("zfs_uio_get_dio_pages_alloc", "zfs_dio_pin_pages",
+                            "zpl_async_dio_queue"))
+    spec = SymptomSpec(kinds=["kernel:spl_panic"])
+    for sym, credited in ((stock, False), (series, True)):
+        root = tmp_path / sym.detail[-8:-1]
+        s = explore_session(root, "s", n=3, known=1,
+                            verdict=CaseVerdict("n", "failed", [sym]))
+        summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+        d = json.loads(summary.read_text())
+        d["runs"][1].update(state="failed", kind="kernel:spl_panic",
+                            known="io-uring-dio-write-past-quota-pin-mismatch")
+        summary.write_text(json.dumps(d))
+        cell = read_explore_at(BAD, [root]).describe(spec)
+        assert cell.startswith("found: kernel:spl_panic") == credited, cell
+        assert ("1 failed as known findings" in cell) or credited, cell
