@@ -583,3 +583,90 @@ def test_shrinking_a_finding_does_not_spend_the_exploring_budget(tmp_path: Path)
     assert [r["at_s"] for r in res.runs] == [10.0 * (i + 1) for i in range(6)]
     summary = json.loads((tmp_path / "explore" / "summary.json").read_text())
     assert summary["shrinking_s"] == round(res.shrinking_s, 1) > 0
+
+
+def test_a_hang_found_already_is_known_again_by_its_stacks_before_its_allowance(tmp_path):
+    """317cbaa578: its fsync hang came back through every op that fsyncs, each waited out
+    for the whole allowance (90 s under TCG) and a boot. With the hang's signature found,
+    an op quiet for half the floor has its stacks read: that signature is the hang now;
+    another waits out its allowance (the stacks read once early, not at every poll)."""
+    from types import SimpleNamespace
+    from suite.explore.crashes.stream import StreamingRunner
+    stuck = ("--- pid 500 (python) state=D (disk sleep) wchan=cv_wait_common ---\n"
+             "[<0>] cv_wait_common+0x16d/0x2e0 [spl]\n[<0>] zfs_fsync+0xc4/0x210 [zfs]\n"
+             "[<0>] zpl_fsync+0xe2/0x190 [zfs]\n[<0>] __do_sys_msync+0x1c6/0x2c0\n")
+    other = stuck.replace("zfs_fsync", "zfs_rezget").replace("zpl_fsync", "zfs_resume_fs")
+    head = '{"event": "begin", "i": 0, "op": "pwrite"}\n{"event": "op", "i": 0, "ms": 10}\n' \
+        '{"event": "begin", "i": 1, "op": "fdatasync"}\n'
+
+    class Bg:
+        lost = False
+
+        def __init__(self):
+            self.signals: list = []
+
+        def poll(self, seconds):
+            return False
+
+        def result(self):
+            return SimpleNamespace(rc=-9 if self.signals else None, stdout=head, stderr="")
+
+        def signal(self, sig):
+            self.signals.append(sig)
+
+    class Guest:
+        def __init__(self, stacks: str):
+            self.stacks, self.reads = stacks, 0
+
+        def run(self, cmd, timeout, check=True, log=True):
+            self.reads += "D" in cmd or "stack" in cmd
+            return SimpleNamespace(rc=0, stdout=self.stacks if self.reads < 3 else "",
+                                   stderr="")
+
+        def put(self, local, remote):
+            pass
+
+        def background(self, cmd, timeout, waited=False):
+            return Bg()
+
+        def answers(self):
+            return True
+
+    def run(stacks: str, found: bool):
+        guest = Guest(stacks)
+        engine = SimpleNamespace(guest=guest, scale=2.0, command=lambda *a: "ENGINE")
+        pace = Pace(scale=2.0)
+        if found:
+            pace.found_hangs.add(Trip("hang", "", None, None,
+                                      tuple(stuck.splitlines())).signature())
+        ticks = iter(range(0, 10000, 7))
+        f = tmp_path / "explore-1-0001-s0.seq.json"
+        f.write_text("{}")
+        r = StreamingRunner(engine, pace, clock=lambda: float(next(ticks))).run_sequence(
+            f, "/x", 1000)
+        return r.trip, guest.reads
+    trip, reads = run(stuck, found=True)
+    assert trip.kind == "hang" and trip.op_kind == "fdatasync"
+    assert trip.signature() == ("hang", "zfs_fsync", "zpl_fsync")
+    quiet = int(trip.headline.split("no progress for ")[1].split("s")[0])
+    assert 15 < quiet < 30, trip.headline            # half the floor (15 s x 2), not 30
+    trip, reads = run(other, found=True)             # another hang: its whole allowance
+    assert int(trip.headline.split("no progress for ")[1].split("s")[0]) > 30
+    assert reads == 3                      # once early, once at the hang, once after the kill
+    trip, reads = run(stuck, found=False)            # nothing found yet: no early read
+    assert int(trip.headline.split("no progress for ")[1].split("s")[0]) > 30 and reads == 2
+
+
+def test_the_explorer_tells_its_runners_pace_of_each_hang_it_finds(tmp_path: Path):
+    from types import SimpleNamespace
+    from suite.explore.judge import Verdict
+    pace = Pace()
+    runner = SimpleNamespace(pace=pace, run_sequence=None)
+    ex = Explorer(runner, settings(tmp_path), Choices(), log=lambda _: None)
+    hang = Trip("hang", "no progress", 1, "fsync", ("[<0>] zfs_fsync+0x1/0x2 [zfs]",))
+    v = Verdict("failed", 1, "hang", "no progress", None, trip=hang)
+    ex.note_hang(v, hang.signature())
+    panic = Trip("kernel:spl_panic", "VERIFY", 1, "fsync", ())
+    ex.note_hang(Verdict("failed", 1, "kernel:spl_panic", "x", None, trip=panic),
+                 panic.signature())
+    assert pace.found_hangs == {hang.signature()}

@@ -402,6 +402,7 @@ class Explorer:
                             continue
                 else:
                     found[sig] = seq.seed
+                    self.note_hang(v, sig)
                     result.findings.append(self.investigate(k, seq, v))
                     if len(result.findings) >= self.s.max_findings:
                         break
@@ -425,6 +426,14 @@ class Explorer:
             return self.s.sequences[k]
         return generate(sequence_seed(master_seed, k), self.s.n_ops, self.s.target,
                         self.s.file_size_max, self.choices)
+
+    def note_hang(self, v: Verdict, sig: tuple[str, ...]) -> None:
+        """A hang found: the runner's pace (shared by its fresh guests) recognises it
+        again early, from its stacks (:mod:`.crashes.pace`); a runner without one
+        (the self-tests' local runner) waits it out."""
+        pace = getattr(self.runner, "pace", None)
+        if v.trip is not None and v.trip.kind == "hang" and pace is not None:
+            pace.found_hangs.add(sig)
 
     def avoid_found_hang(self, v: Verdict, seed: int, first: int, result: ExploreResult,
                          cover: Any) -> bool:

@@ -125,10 +125,15 @@ class StreamingRunner:
                     return RunOutput(lines, None, "", cut=cut)
                 now = self.clock()
                 progress.see(lines, now)
-                quiet = progress.stalled(now)
+                quiet, stacks = progress.stalled(now), ""
+                if quiet is None and progress.peek_due(now):
+                    stacks = self._stacks()
+                    probe = Trip("hang", "", None, None, tuple(stacks.splitlines()))
+                    if probe.signature() in self.pace.found_hangs:    # that hang again
+                        quiet = now - progress.last_line_at
                 if quiet is not None or now > deadline:
                     trip = self._hang(bg, lines, quiet if quiet is not None else now - t0,
-                                      seq_file.name, t0)
+                                      seq_file.name, t0, stacks)
                     r = bg.result()             # what it printed before it was killed
                     out.write_text(r.stdout)
                     return RunOutput(parse_lines(r.stdout), None, r.stderr, trip)
@@ -193,17 +198,22 @@ class StreamingRunner:
             trip = Trip("guest-lost", e.what[:300], op[0], op[1], (e.what,), False, secs)
         return RunOutput(lines, None, str(e), trip)
 
+    def _stacks(self) -> str:
+        """The engine's tasks' stacks and those of every task in D state."""
+        try:
+            return self.engine.guest.run(ENGINE_STACKS + DSTATE_SCRIPT,
+                                         timeout=30 * self.engine.scale, check=False,
+                                         log=False).stdout
+        except GuestError:
+            return ""
+
     def _hang(self, bg: Any, lines: list[dict[str, Any]], quiet: float, name: str,
-              t0: float) -> Trip:
-        """No progress: keep the stacks, kill the command, see what is left."""
+              t0: float, stacks: str = "") -> Trip:
+        """No progress: keep the stacks (``stacks``: read already), kill the command,
+        see what is left."""
         guest, scale = self.engine.guest, self.engine.scale
         op, kind = InFlight.of(lines).op()
-        stacks = ""
-        try:
-            stacks = guest.run(ENGINE_STACKS + DSTATE_SCRIPT, timeout=30 * scale,
-                               check=False, log=False).stdout
-        except GuestError:
-            pass
+        stacks = stacks or self._stacks()
         self._stop(bg)
         fit = False
         try:
