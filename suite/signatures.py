@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-_NUMBER = re.compile(r"\b(0x[0-9a-fA-F]+|\d+)\b")
+# Numbers: decimal, 0x-hex, and bare hex of 8+ digits (an oops' ``address:
+# ff5a7904076cbb48``: each run's differs, and one oops must shrink as one)
+_NUMBER = re.compile(r"\b(0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+)\b")
 _TIMESTAMP = re.compile(r"^\s*(?:<\d+>)?\s*\[\s*\d+\.\d+\]\s*")
 # A report's call trace ``func+0x../0x.. [zfs]``, or /proc/PID/stack's ``[<..>] func+0x..``.
 _FRAME = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\?\s*)?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
