@@ -436,3 +436,17 @@ def test_a_report_a_run_named_a_known_finding_is_not_the_bugs_own(tmp_path: Path
         cell = read_explore_at(BAD, [root]).describe(spec)
         assert cell.startswith("found: kernel:spl_panic") == credited, cell
         assert ("1 failed as known findings" in cell) or credited, cell
+
+
+def test_a_finding_of_a_resumed_sequence_is_timed_at_the_run_that_failed_so(tmp_path: Path):
+    """8e1187c520, 2026-12-07: sequence k2 failed first as a known finding (at 95 s),
+    was run again past it and oopsed at 435 s; the cell said "after 95s"."""
+    s = explore_session(tmp_path, "s", n=3, found=True)
+    summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+    d = json.loads(summary.read_text())
+    first = dict(d["runs"][2], kind="short", known="sendfile-from-direct-always-moves-nothing",
+                 at_s=95.0)
+    d["runs"][2].update(resumed=1, at_s=435.0)
+    d["runs"].insert(2, first)
+    summary.write_text(json.dumps(d))
+    assert "after 7m15s" in read_explore_at(BAD, [tmp_path]).describe()

@@ -194,7 +194,9 @@ def known_runs_account(x: Symptom, runs: list[dict]) -> bool:
 
 def _finding(f: dict, runs: list[dict], symptoms: list[Symptom]) -> Failure:
     kind = str(f.get("kind") or "?")
-    upto = next((i for i, r in enumerate(runs) if r.get("seed") == f.get("seed")), None)
+    # the run that failed so (a sequence run again past a known finding shares its seed)
+    mine = [i for i, r in enumerate(runs) if r.get("seed") == f.get("seed")]
+    upto = next((i for i in mine if runs[i].get("kind") == kind), mine[0] if mine else None)
     run = runs[upto] if upto is not None else {}
     after, approx = run.get("at_s"), False
     if after is None and upto is not None:          # written before at_s was recorded
