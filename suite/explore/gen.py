@@ -279,8 +279,7 @@ def _zvol_conditions(rng: random.Random, ch: Choices,
     params = _pick(rng, ch.vol_params)
     params[BLK_MQ_PARAM] = int(random.Random(f"blk-mq:{seed}").random() < ch.blk_mq_share)
     params.update(_pick(random.Random(f"tunables:{seed}"), ZVOL_TUNABLE_CHOICES))
-    if "zvol_dio_enabled" in ch.params and ch.zvol_dio_shape_share > 0 and \
-            random.Random(f"zvol-dio-shape:{seed}").random() < ch.zvol_dio_shape_share:
+    if zvol_dio_shaped(seed, ch):
         params.update(zvol_dio_enabled=1, zfs_vdev_direct_write_verify=1)
         if random.Random(f"nopwrite:{seed}").random() < 0.5:
             props.update(checksum="sha256", compression="lz4")
@@ -387,8 +386,32 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         # fails its checksum, an mmap read of it is SIGBUS. No racing write there.
         ops = [replace(o, buf="anon") if o.buf == "racing" and o.op in WRITES else o
                for o in ops]
+    if target == "zvol" and zvol_dio_shaped(seed, ch) and "racing" in ch.bufs:
+        ops = racing_writes(ops, random.Random(f"zvol-racing:{seed}"), ch.zvol_racing_share)
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
+
+
+def zvol_dio_shaped(seed: int, ch: Choices) -> bool:
+    """``Choices.zvol_dio_shape_share`` of the zvol sequences run under zvol Direct
+    I/O's conditions (:func:`_zvol_conditions`; a parameter the build lacks is left
+    out there). Drawn from the seed alone, whatever the build has: a gate's base and
+    head run the same ops."""
+    return ch.zvol_dio_shape_share > 0 and \
+        random.Random(f"zvol-dio-shape:{seed}").random() < ch.zvol_dio_shape_share
+
+
+def racing_writes(ops: list[Op], r: random.Random, share: float) -> list[Op]:
+    """``share`` of the aligned O_DIRECT writes given a racing buffer (one another
+    thread changes while the write is in flight): under zvol Direct I/O with write
+    verify on, the write must be retried through the ARC, not fail (zvol-dio
+    17b61d93af's EIO). The generator advances on writes alone."""
+    def draw(o: Op) -> Op:
+        roll = r.random()
+        ok = o.op in WRITES and o.direct and o.buf not in ("racing", "holed") and \
+            not o.limit and not o.flags and o.off % PAGE == 0 and o.len % PAGE == 0
+        return replace(o, buf="racing", buf_off=0) if ok and roll < share else o
+    return [draw(o) if o.op in WRITES else o for o in ops]
 
 
 def async_shaped(seed: int, target: str, ch: Choices) -> bool:
