@@ -450,3 +450,13 @@ def test_a_finding_of_a_resumed_sequence_is_timed_at_the_run_that_failed_so(tmp_
     d["runs"].insert(2, first)
     summary.write_text(json.dumps(d))
     assert "after 7m15s" in read_explore_at(BAD, [tmp_path]).describe()
+
+
+def test_a_sequence_run_again_past_its_failures_counts_once(tmp_path: Path):
+    s = explore_session(tmp_path, "s", n=3)
+    summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+    d = json.loads(summary.read_text())
+    d["runs"] += [dict(d["runs"][2], resumed=1), dict(d["runs"][2], resumed=2)]
+    d["sequences"] = len(d["runs"])
+    summary.write_text(json.dumps(d))
+    assert "(3 sequences" in read_explore_at(BAD, [tmp_path]).describe()

@@ -142,7 +142,7 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
     s = _json(summary_path)
     case = summary_path.parent.parent
     out = ExploreAt(commit[:11], str(s.get("budget", "?")), str(s.get("target") or "file"),
-                    s.get("master_seed"), int(s.get("sequences") or 0),
+                    s.get("master_seed"), distinct_sequences(s),
                     float(s.get("elapsed_s") or 0.0), results=str(case),
                     known=int(s.get("known") or 0))
     if not s:
@@ -177,6 +177,15 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
                                            for n in s.get("no_result") or []]
     out.problem = (f"{v.outcome}: " + ("; ".join(odd) or v.reason or "no recorded symptom"))[:300]
     return out
+
+
+def distinct_sequences(summary: dict) -> int:
+    """The sequences a run generated: a sequence run again past a known finding or a
+    hang (``resumed``) is the same sequence (317cbaa578: 2 sequences, 5 runs)."""
+    runs = summary.get("runs") or []
+    if not runs:
+        return int(summary.get("sequences") or 0)
+    return len({r.get("k", i) for i, r in enumerate(runs)})
 
 
 def known_runs_account(x: Symptom, runs: list[dict]) -> bool:
