@@ -460,3 +460,17 @@ def test_a_sequence_run_again_past_its_failures_counts_once(tmp_path: Path):
     d["sequences"] = len(d["runs"])
     summary.write_text(json.dumps(d))
     assert "(3 sequences" in read_explore_at(BAD, [tmp_path]).describe()
+
+
+def test_a_symptom_met_while_shrinking_is_said_beside_the_cell(tmp_path: Path):
+    s = explore_session(tmp_path, "s", n=3, found=True)
+    summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+    d = json.loads(summary.read_text())
+    d["aside"] = [{"seed": 5, "kind": "crash-lost", "why": "block lost", "json": "a.json"}]
+    summary.write_text(json.dumps(d))
+    at = read_explore_at(BAD, [tmp_path])
+    cell = at.describe(SymptomSpec(kinds=["early-barrier", "lost-after-barrier"]))
+    assert cell.endswith("met while shrinking another finding: crash-lost (the bug's "
+                         "symptom; kept aside, not replayed)"), cell
+    assert cell.startswith("not by its symptom")
+    assert at.describe(SymptomSpec(kinds=["EFAULT"])).endswith("another finding: crash-lost")

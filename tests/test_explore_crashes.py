@@ -679,3 +679,40 @@ def test_the_explorer_tells_its_runners_pace_of_each_hang_it_finds(tmp_path: Pat
     ex.note_hang(Verdict("failed", 1, "kernel:spl_panic", "x", None, trip=panic),
                  panic.signature())
     assert pace.found_hangs == {hang.signature()}
+
+
+def test_another_failure_met_while_shrinking_is_kept_aside(tmp_path: Path):
+    """Shrinking keeps a candidate only if it fails the same way; one that fails
+    otherwise (30582e2f4c: crash-lost after a power cut, while an oops was shrunk) is
+    kept aside, each signature once, its candidate saved to replay."""
+    class Other(FakeKernel):
+        def run_sequence(self, seq_file, target, timeout_s, extra=()):
+            seq = json.loads(seq_file.read_text())
+            kinds = [o["op"] for o in seq["ops"]]
+            if "evict" in kinds and "truncate" not in kinds and not self.dead:
+                i = kinds.index("evict")
+                lines = [ok_line(j, kinds[j]) for j in range(i)]
+                bad = {"event": "op", "i": i, "op": "evict", "ok": False, "outcome": "failed",
+                       "kind": "wrong-bytes", "why": "evict: 1 wrong byte", "ms": 1.0}
+                done = {"event": "explore-done", "ok": False, "failed_at": i,
+                        "kind": "wrong-bytes", "why": "evict: 1 wrong byte"}
+                return RunOutput([*lines, bad, done], 1, "")
+            return super().run_sequence(seq_file, target, timeout_s, extra)
+
+    fleet = Fleet()
+    fleet.guests = [Other(0, fleet.log)]
+
+    def renew(why: str) -> Fresh:
+        fleet.renew(why)
+        fleet.guests[-1] = Other(len(fleet.guests) - 1, fleet.log)
+        return Fresh(fleet.guests[-1], lambda seq: None)
+
+    ex = Explorer(fleet.guests[0], settings(tmp_path, max_findings=1), Choices(),
+                  log=lambda _: None, renew=renew)
+    res = ex.run(tripping_seed(), parse_budget("1x"))
+    assert res.findings and res.findings[0].kind == "kernel:spl_panic"
+    assert [a["kind"] for a in res.aside] == ["wrong-bytes"], res.aside
+    saved = Path(res.aside[0]["json"])
+    assert saved.exists() and "evict" in saved.read_text()
+    summary = json.loads((tmp_path / "explore" / "summary.json").read_text())
+    assert summary["aside"][0]["signature"] == res.aside[0]["signature"]

@@ -69,6 +69,7 @@ class ExploreResult:
     trips: list[dict[str, Any]] = field(default_factory=list)   # every run the kernel cut short
     avoided: list[dict[str, Any]] = field(default_factory=list)  # ops given up, and why
     cover: dict[str, Any] = field(default_factory=dict)   # --explore-cover: cells left
+    aside: list[dict[str, Any]] = field(default_factory=list)   # met while shrinking
 
     def summary(self) -> dict[str, Any]:
         return {"master_seed": self.master_seed, "budget": self.budget, "target": self.target,
@@ -76,7 +77,7 @@ class ExploreResult:
                 "elapsed_s": round(self.elapsed_s, 1),
                 "shrinking_s": round(self.shrinking_s, 1), "known": self.known,
                 "boots": self.boots, "trips": self.trips, "avoided": self.avoided,
-                "cover": self.cover,
+                "cover": self.cover, "aside": self.aside,
                 "time_split": time_split(self.runs), "runs": self.runs,
                 "findings": [{"seed": f.original.seed, "kind": f.kind, "confirmed": f.confirmed,
                               "signature": list(signature(f.original, f.verdict)),
@@ -87,3 +88,23 @@ class ExploreResult:
                               "json": str(f.json_path), "txt": str(f.txt_path)}
                              for f in self.findings],
                 "no_result": [{"seed": s, **v.to_dict()} for s, v in self.no_result]}
+
+
+@dataclass
+class Aside:
+    """Failures a shrink candidate met that are not the one being shrunk (syzkaller
+    keeps the other crashes its minimisation sees): each signature once, its candidate
+    saved as ``aside-<seed>-<n>.json`` to replay. At 30582e2f4c (2026-12-07) shrinking
+    an oops met ``crash-lost`` after a power cut twice, the symptom of the very bug
+    of that commit, and nothing kept it."""
+    out_dir: Path
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    def keep(self, seq: Sequence, v: Verdict, sig: tuple[str, ...]) -> None:
+        if any(a["signature"] == list(sig) for a in self.seen):
+            return
+        path = self.out_dir / f"aside-{seq.seed}-{len(self.seen) + 1}.json"
+        path.write_text(seq.to_json())
+        self.seen.append({"seed": seq.seed, "kind": v.kind, "why": (v.why or "")[:300],
+                          "failed_at": v.failed_at, "ops": len(seq.ops),
+                          "signature": list(sig), "json": str(path)})

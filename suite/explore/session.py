@@ -46,7 +46,7 @@ from suite.explore.ops import ZFS_OPS, Sequence
 from suite.explore.shrink import DEFAULT_TRIES, shrink
 from suite.explore.targets import ZvolMaker, make_targets
 from suite.explore.budget import Budget
-from suite.explore.finding import ExploreResult, Finding
+from suite.explore.finding import Aside, ExploreResult, Finding
 from suite.explore.conditions import Conditions, GuestZfs
 
 
@@ -173,6 +173,7 @@ class Explorer:
         self.targets = make_targets(settings.target, settings.workdir, zvols, log)
         self.choices = self.targets.choices(self.choices)
         self.replays = 0
+        self.aside = Aside(settings.out_dir)    # other failures its shrinking met
         self.last_lines: list[dict[str, Any]] = []
         self.last: dict[str, Verdict] = {}          # sequence key -> its latest verdict
         self.last_timing: dict[str, float] = {}
@@ -274,7 +275,11 @@ class Explorer:
     def _investigate(self, k: int, seq: Sequence, v: Verdict, stop_at: float) -> Finding:
 
         def still_fails(c: Sequence) -> bool:
-            return same_failure(v, self.replay(c, "shrink"))
+            r = self.replay(c, "shrink")
+            same = same_failure(v, r)
+            if r.failed and not same:       # another failure met on the way: kept aside
+                self.aside.keep(c, r, signature(c, r))
+            return same
 
         # A run the kernel cut short before its first op: no op may be needed at all.
         at = -1 if v.trip is not None and v.failed_at is None else v.failed_at
@@ -466,6 +471,7 @@ class Explorer:
     def _save(self, result: ExploreResult, t0: float) -> None:
         result.replays, result.elapsed_s = self.replays, self.clock() - t0
         result.shrinking_s = self.shrinking_s
+        result.aside = self.aside.seen
         result.boots = self.boots
         (self.s.out_dir / "summary.json").write_text(json.dumps(result.summary(), indent=1,
                                                                 default=str) + "\n")

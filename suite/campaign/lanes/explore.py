@@ -68,8 +68,17 @@ class ExploreAt:
     problem: str = ""
     results: str = ""
     known: int = 0                   # sequences that failed as a known finding (not shrunk)
+    aside: list[str] = field(default_factory=list)   # kinds shrinking met on the way
 
     def describe(self, spec: SymptomSpec | None = None) -> str:
+        text = self._describe(spec)
+        if not self.aside or text.startswith("INCONCLUSIVE"):
+            return text
+        mine = [k for k in self.aside if spec and same_kind(k, spec.kinds)]
+        return text + (f"; met while shrinking another finding: {', '.join(self.aside)}"
+                       + (" (the bug's symptom; kept aside, not replayed)" if mine else ""))
+
+    def _describe(self, spec: SymptomSpec | None = None) -> str:
         if self.problem:
             return f"INCONCLUSIVE: {self.problem}"
         on = f", target {self.target}" if self.target != "file" else ""
@@ -144,7 +153,8 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
     out = ExploreAt(commit[:11], str(s.get("budget", "?")), str(s.get("target") or "file"),
                     s.get("master_seed"), distinct_sequences(s),
                     float(s.get("elapsed_s") or 0.0), results=str(case),
-                    known=int(s.get("known") or 0))
+                    known=int(s.get("known") or 0),
+                    aside=[str(a.get("kind")) for a in s.get("aside") or []])
     if not s:
         out.problem = f"{summary_path} does not read as JSON (see pytest.log)"
         return out
