@@ -114,6 +114,7 @@ def _run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> list[tuple[st
     ran = tmp_path / "ran.txt"
     pytester.makepyfile(test_cases=CASES)
     r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--rootdir", str(pytester.path),
                                       "--results", str(tmp_path / "results"), *args,
                                       timeout=120)
     r.assert_outcomes(passed=12)
@@ -122,9 +123,10 @@ def _run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> list[tuple[st
 
 @pytest.fixture
 def env(monkeypatch, tmp_path: Path, pytester):
-    # An ini of its own pins the inner session's rootdir: without one each xdist
-    # worker looks upward for it, and a file another test left in a shared parent
-    # folder once gave one worker another rootdir ("Different tests were collected").
+    # An ini of its own (and --rootdir, in _run) pins the inner session's rootdir:
+    # without one each xdist worker looks upward for it, and a file another test left
+    # in a shared parent folder once gave one worker another rootdir ("Different tests
+    # were collected"); with the ini alone it happened again under load (2026-12-07).
     pytester.makeini("[pytest]\n")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("OZFS_VMCI_CACHE", str(tmp_path / "cache"))
@@ -170,6 +172,7 @@ def test_xdist_deals_in_the_order_of_the_recorded_times(pytester, env, tmp_path:
     (cache / "durations.json").write_text(json.dumps(times))
     pytester.makepyfile(test_cases=UNEVEN)
     r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--rootdir", str(pytester.path),
                                       "--results", str(tmp_path / "results"), "-n", "1",
                                       timeout=120)
     r.assert_outcomes(passed=8)
@@ -197,6 +200,7 @@ def test_a_guest_unit_of_a_shape_goes_to_a_worker_of_its_own(pytester, env, tmp_
     """The parts of an --xfstests-split share a shape, yet must run at once."""
     pytester.makepyfile(test_cases=PARTS)
     r = pytester.runpytest_subprocess("-p", "suite.plugin", "-p", "no:cacheprovider",
+                                      "--rootdir", str(pytester.path),
                                       "--results", str(tmp_path / "results"), "-n", "2",
                                       timeout=120)
     r.assert_outcomes(passed=4)
