@@ -716,3 +716,36 @@ def test_another_failure_met_while_shrinking_is_kept_aside(tmp_path: Path):
     assert saved.exists() and "evict" in saved.read_text()
     summary = json.loads((tmp_path / "explore" / "summary.json").read_text())
     assert summary["aside"][0]["signature"] == res.aside[0]["signature"]
+
+
+def test_a_pin_panic_through_the_series_async_path_is_not_the_upstream_finding():
+    """dc643dc204 and 30582e2f4c, 2026-12-07: a libaio O_DIRECT write cut by
+    RLIMIT_FSIZE on the series' async path printed the very PANIC line of the upstream
+    pin-count findings (zfs_uio_pin_user_pages, inlined) and was named the io_uring
+    quota finding; it is the series' own pin-overflow-rlimit. Stock's panic (through
+    zfs_write) and the series head's npages check stay the upstream findings'."""
+    from suite.explore.crashes.avoid import known_report
+    from suite.report import upstream
+    found = upstream.load()
+    series = Trip("kernel:spl_panic", "VERIFY0(len) failed (-524288)", 36, "pwrite", (
+        "VERIFY0(len) failed (-524288)",
+        "[  411.317732] PANIC at zfs_uio.c:664:zfs_uio_pin_user_pages()", "Call Trace:",
+        "[  411.319326]  spl_panic+0xf0/0x108 [spl]",
+        "[  411.319530]  zfs_uio_get_dio_pages_alloc+0x648/0x8a0 [zfs]",
+        "[  411.320427]  zfs_dio_pin_pages+0xe/0x20 [zfs]",
+        "[  411.320957]  zpl_async_dio_queue+0x4bd/0x850 [zfs]"))
+    assert known_report(series, "6.1.0-57-amd64", found) is None
+    stock = Trip("kernel:spl_panic", "VERIFY0(len) failed (-1048576)", 1, "pwrite", (
+        "VERIFY0(len) failed (-1048576)",
+        "[   47.2] PANIC at zfs_uio.c:200:zfs_uio_pin_user_pages()", "Call Trace:",
+        "[   47.3]  spl_panic+0xf0/0x108 [spl]",
+        "[   47.3]  zfs_uio_pin_user_pages+0x1/0x2 [zfs]",
+        "[   47.3]  zfs_uio_get_dio_pages_alloc+0x1/0x2 [zfs]",
+        "[   47.3]  zfs_write+0x1/0x2 [zfs]"))
+    assert known_report(stock, "6.1.0-57-amd64", found).id.endswith("pin-mismatch")
+    head = Trip("kernel:spl_panic", "VERIFY3S(uio->uio_dio.npages, ==, npages) failed "
+                "(192 == 224)", 1, "pwrite", ("VERIFY3S(uio->uio_dio.npages, ==, npages) "
+                                              "failed (192 == 224)",
+                                              "[ 9.1]  zpl_async_dio_queue+0x1/0x2 [zfs]"))
+    assert known_report(head, "6.1.0-57-amd64", found).id == \
+        "io-uring-dio-write-past-quota-pin-mismatch"
