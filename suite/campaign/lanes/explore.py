@@ -165,8 +165,9 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
         return out
     v = CaseVerdict.load(vpath)
     runs = list(s.get("runs") or [])
+    known = known_by_runs(runs)
     real = [x for x in v.symptoms if x.kind not in INFRASTRUCTURE
-            and not known_runs_account(x, runs)]
+            and not known_runs_account(x, known)]
     for f in s.get("findings") or []:
         out.failures.append(_finding(f, runs, real))
     shown = {f.kind for f in out.failures}
@@ -180,7 +181,7 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
             out.failures.append(Failure(x.kind, x.detail, x.row, in_sequence=False))
     if out.failures:
         return out
-    explained = bool(v.symptoms) and all(known_runs_account(x, runs) for x in v.symptoms)
+    explained = bool(v.symptoms) and all(known_runs_account(x, known) for x in v.symptoms)
     if (v.outcome in PASSED or explained) and not s.get("no_result"):
         return out          # (a case failed by known findings alone: none met here)
     odd = [str(x) for x in v.symptoms] or [f"no-result: seed {n.get('seed')}: {n.get('why', '')}"
@@ -198,17 +199,21 @@ def distinct_sequences(summary: dict) -> int:
     return len({r.get("k", i) for i, r in enumerate(runs)})
 
 
-def known_runs_account(x: Symptom, runs: list[dict]) -> bool:
+def known_by_runs(runs: list[dict]) -> list:
+    """The upstream findings the runs were named (``known``), read once."""
+    ids = {str(r["known"]) for r in runs if r.get("known")}
+    if not ids:
+        return []
+    from suite.report import upstream
+    return [f for f in upstream.load() if f.id in ids]
+
+
+def known_runs_account(x: Symptom, known: list) -> bool:
     """The case's symptom is what a run explore named a known upstream finding left
     (the finding's own by its signature, or what follows from it): counted among the
     run's known findings, never a failure met at the commit (dc643dc204's io_uring
     quota panic, named known in its run, once read as the bug's own spl_panic)."""
-    from suite.report import upstream
-    ids = {str(r["known"]) for r in runs if r.get("known")}
-    if not ids:
-        return False
-    return any(f.accounts(x.signed()) or f.follows(x.signed())
-               for f in upstream.load() if f.id in ids)
+    return any(f.accounts(x.signed()) or f.follows(x.signed()) for f in known)
 
 
 def _finding(f: dict, runs: list[dict], symptoms: list[Symptom]) -> Failure:
