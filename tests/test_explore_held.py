@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from suite.explore import reach
-from suite.explore.gen import Choices, generate
+from suite.explore.gen import Choices, generate, recordsize
 from suite.explore.ops import Op, Sequence
 from suite.explore.reshape import crash_point
 import random
@@ -15,6 +15,7 @@ import random
 from tests.test_explore import _ops, ddir, run_engine  # noqa: F401  (ddir: a fixture)
 
 MIB = 1 << 20
+HELD = ("held_read", "held_write")
 
 
 def test_holds_come_from_a_generator_of_their_own():
@@ -29,14 +30,42 @@ def test_holds_come_from_a_generator_of_their_own():
     assert len(with_.ops) == len(without.ops)
     held = [(a, b) for a, b in zip(with_.ops, without.ops) if a.op.startswith("held_")]
     assert held, "a 0.9 share holds some request"
+    rec = recordsize(with_.props)
     for a, b in held:       # the request it was, held: same interface, range, data
-        assert (a.iface, a.off, a.len) == (b.iface, b.off, b.len) and b.direct
+        assert a.iface == b.iface and b.direct and b.off % 4096 == 0
         assert b.iface in ("sync", "libaio", "io_uring") and a.slow_ms in (1000, 3000)
         assert a.then == "rollback" if a.op == "held_read" else a.then != "rollback"
+        if a.op == "held_read":
+            assert (a.off, a.len) == (b.off, b.len)
+        else:               # the whole records of its range: what Direct I/O serves
+            assert a.off % rec == 0 and a.len % rec == 0 and a.off <= b.off and \
+                b.off + b.len <= a.off + a.len < b.off + b.len + rec
+        assert not a.keep or a.iface != "sync", "a syscall has no submitter to keep"
     assert [Op.from_dict(o.to_dict()) for o in with_.ops] == list(with_.ops)
     assert any(c.startswith("held:") for c in reach.seq_cells(with_))
     no_zfs = generate(9, 60, "file", MIB, Choices(zfs_ops=False, held_share=0.9))
     assert not any(o.op.startswith("held_") for o in no_zfs.ops), "they need zinject"
+
+
+def test_a_held_writes_records_and_its_submitter_are_drawn_on_their_own():
+    """A held write of part of a record is served through the ARC (never held, never
+    async: 2026-12-07 at dc643dc204, ``held: false``); the submitter's lifetime comes
+    from a generator of its own, so the holds' other draws stay what they were."""
+    from suite.explore.reshape import hold_requests
+    ops = [Op(k, iface=i, direct=True, off=12288, len=8192, data=3)
+           for k in ("pwrite", "pread") for i in ("sync", "libaio", "io_uring")] * 20
+    meta = {"primarycache": "metadata"}
+    base = hold_requests(ops, random.Random(5), 0.9, meta, rec=16384)
+    kept = hold_requests(ops, random.Random(5), 0.9, meta, keep=random.Random(6), rec=16384)
+    assert [(o.op, o.off, o.len, o.then, o.slow_ms) for o in base] == \
+        [(o.op, o.off, o.len, o.then, o.slow_ms) for o in kept]
+    writes = [o for o in kept if o.op == "held_write"]
+    assert writes and all((o.off, o.len) == (0, 32768) for o in writes)
+    assert all((o.off, o.len) == (12288, 8192) for o in kept if o.op == "held_read")
+    assert {o.keep for o in kept if o.op in HELD and o.iface != "sync"} == {True, False}
+    assert not any(o.keep for o in kept if o.iface == "sync") and not any(o.keep for o in base)
+    cells = reach.seq_cells(Sequence(seed=1, ops=tuple(kept)))
+    assert {"held:submitter:reaps", "held:submitter:exits"} <= set(cells)
 
 
 def test_no_crash_point_spans_a_held_rollback():
@@ -82,9 +111,21 @@ def test_a_held_requests_completion_is_the_kernels_not_a_threads(ddir: Path):
                 pytest.skip(f"{iface} here: {e}")
             io.start()
             assert io.wait(30.0) == 8192 and io.done() and io.submitted()
+            assert io.submitter == ("syscall" if iface == "sync" else "exits")
             io.close()
             buf.close()
         assert os.pread(t.fd, 8192, 0) == b"\x5a" * 8192
+        # keep: the submitting thread reaps its request itself and lives until then;
+        # this one only reads what it got (never reaps: one reaper per queue)
+        for iface in ("libaio", "io_uring"):
+            s = Step("held_read", iface=iface, off=0, len=8192, keep=True)
+            buf = IoBuffer("anon", 8192, 0, 1, t.shm_path, for_read=True)
+            io = Inflight(t, s, False, buf)
+            io.start()
+            assert io.wait(30.0) == 8192 and io.done() and io.submitted()
+            assert io.submitter == "reaps" and buf.gather(8192) == b"\x5a" * 8192
+            io.close()
+            buf.close()
     finally:
         t.close()
 

@@ -230,7 +230,8 @@ class Executes:
             if o.flags:
                 ln["flags"] = o.flags
             if o.op in ("held_read", "held_write"):
-                ln.update(held=True, then=o.then)
+                ln.update(held=True, then=o.then, submitter="syscall" if o.iface == "sync"
+                          else "reaps" if o.keep else "exits")
             if o.op == "actors":
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):

@@ -362,7 +362,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     if zfs_ops and target == "file" and ch.held_share and \
             {"held_read", "held_write"} <= set(ch.ops):
         ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props,
-                            stream=random.Random(f"held-stream:{seed}"))
+                            stream=random.Random(f"held-stream:{seed}"),
+                            keep=random.Random(f"held-keep:{seed}"), rec=recordsize(props))
     # after the holds: a batch takes the place of a write no other draw wanted
     if target == "file" and not caller and ch.batch_share and "append_batch" in ch.ops:
         share = ch.batch_share_async if params.get("zfs_async_dio_enabled") == 1 \

@@ -57,9 +57,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # segs O_DIRECT writes of len bytes from off, submitted and never reaped; a barrier;
     # slow_ms: the pool's disks slowed meanwhile, so the writes are still in flight
     "power_cut": ("iface", "off", "len", "segs", "data", "barrier", "slow_ms"),
-    # one async O_DIRECT request held slow_ms by zinject -E while ``then`` runs
-    "held_read": ("iface", "off", "len", "then", "slow_ms"),
-    "held_write": ("iface", "off", "len", "data", "then", "slow_ms"),
+    # one O_DIRECT request held slow_ms by zinject -E while ``then`` runs; keep: an
+    # async one's submitting thread reaps it (else the thread exits once it submitted)
+    "held_read": ("iface", "off", "len", "then", "slow_ms", "keep"),
+    "held_write": ("iface", "off", "len", "data", "then", "slow_ms", "keep"),
     # segs appends of len bytes in one submit, the file first padded to size (a record);
     # limit=fsize: RLIMIT_FSIZE leaves room for one
     "append_batch": ("iface", "len", "segs", "data", "size", "limit"),
@@ -81,7 +82,7 @@ class Op(Step):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return {"op": self.op, **{k: d[k] for k in self.used_fields()
-                                  if k not in ("buf_off", "slow_ms", "limit", "flags") or d[k]}}
+                                  if k not in ("buf_off", "slow_ms", "limit", "flags", "keep") or d[k]}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Op":
@@ -115,7 +116,7 @@ class Op(Step):
         return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
                                      if k == "direct" else f"{k}={getattr(self, k)}"
                                      for k in self.used_fields()
-                                     if k != "limit" or self.limit])
+                                     if k not in ("limit", "keep") or getattr(self, k)])
 
 
 @dataclass(frozen=True)

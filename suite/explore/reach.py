@@ -35,7 +35,13 @@ MOVERS = ("copy_range",) + TRANSFER_OPS + OUTWARD
 ACTOR_COUNTS = (1, 2, 3, 4)
 HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                             for t in ("fsync", "syncfs", "later_write",
-                                                      "stream")]
+                                                      "stream")] + \
+    [f"held:submitter:{w}" for w in ("reaps", "exits")]    # an async one's submitting thread
+
+
+def submitter(o: Any) -> str:
+    """A held async request's submitting thread: it ``reaps`` the request or ``exits``."""
+    return "reaps" if o.keep else "exits"
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 # Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
 BATCH_CELLS = [f"batch:{i}{c}" for i in BATCH_IFACES for c in ("", ":fsize")]
@@ -164,7 +170,9 @@ def seq_cells(seq: Sequence) -> list[str]:
                   {batch_cell(o.iface, bool(o.limit)) for o in seq.ops if o.op in BATCH_OPS} |
                   {f"flag:{o.flags}:{direction(o.op)}" for o in seq.ops
                    if o.op in IO_OPS and getattr(o, "flags", "")} |
-                  {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS})
+                  {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS} |
+                  {f"held:submitter:{submitter(o)}" for o in seq.ops
+                   if o.op in HELD_OPS and o.iface != "sync"})
 
 
 def run_reach(seq: Sequence, lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -236,9 +244,11 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
               if ln.get("event") == "op" and ln.get("op") in BATCH_OPS
               and ln.get("outcome") in ("ok", "failed")}
     # A hold executed: the request was still in flight when ``then`` began.
-    cells |= {f"held:{ln['op']}:{ln.get('then')}" for ln in lines if ln.get("event") == "op"
-              and ln.get("op") in HELD_OPS and ln.get("held")
-              and ln.get("outcome") in ("ok", "failed", "refused")}
+    held = [ln for ln in lines if ln.get("event") == "op" and ln.get("op") in HELD_OPS
+            and ln.get("held") and ln.get("outcome") in ("ok", "failed", "refused")]
+    cells |= {f"held:{ln['op']}:{ln.get('then')}" for ln in held}
+    cells |= {f"held:submitter:{ln['submitter']}" for ln in held
+              if ln.get("submitter") in ("reaps", "exits")}
     # A flag executed: the kernel took the request with it (a refusal is not).
     cells |= {f"flag:{ln['flags']}:{direction(str(ln.get('op')))}" for ln in lines
               if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("flags")

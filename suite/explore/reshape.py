@@ -101,19 +101,32 @@ def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> li
 
 
 STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream of writes
+KEEP_SHARE = 0.5            # of the held async requests: the submitting thread reaps it
+
+
+def _whole_records(off: int, n: int, rec: int) -> tuple[int, int]:
+    """The records ``[off, off+n)`` touches: a write Direct I/O serves (a part of a
+    record goes through the ARC and is never held, nor async)."""
+    start = off - off % rec
+    end = -(-(off + n) // rec) * rec
+    return start, end - start
 
 
 def hold_requests(ops: list[Op], r: random.Random, share: float,
                   props: dict[str, str] | None = None,
-                  stream: random.Random | None = None) -> list[Op]:
+                  stream: random.Random | None = None,
+                  keep: random.Random | None = None, rec: int = 128 << 10) -> list[Op]:
     """``share`` of the O_DIRECT reads and writes (aligned, one buffer of their own;
     sync, libaio, io_uring) become a request held in flight by ``zinject -E`` while something else runs
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
     a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
     (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
-    hold). A held write's ``then`` is ``stream`` (fsync timed under a stream of later
-    writes) for ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own.
-    The generators advance on reads and writes alone."""
+    hold). A held write covers the whole records (``rec`` bytes) of its range. A held write's ``then`` is ``stream`` (fsync timed under a stream of later
+    writes) for ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own;
+    ``KEEP_SHARE`` of the async ones are reaped by their submitting thread (``keep``:
+    the thread lives; else it exits once it submitted, and with it the stack the
+    kernel built the request's iovec on), drawn from ``keep``, another. The
+    generators advance on reads and writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
     def draw(o: Op) -> Op:
@@ -122,11 +135,13 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
         if stream is not None and stream.random() < STREAM_SHARE and o.op in WRITES:
             then = "stream"
         hold_ms = r.choice((1000, 3000))
+        kept = keep is not None and keep.random() < KEEP_SHARE and o.iface != "sync"
         if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                 o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
                 o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
+            off, n = _whole_records(o.off, o.len, rec) if o.op in WRITES else (o.off, o.len)
             return Op("held_read" if o.op in READS else "held_write", iface=o.iface,
-                      off=o.off, len=o.len, data=o.data, then=then, slow_ms=hold_ms)
+                      off=off, len=n, data=o.data, then=then, slow_ms=hold_ms, keep=kept)
         return o
     return _redraw(ops, READS + WRITES, draw)
 

@@ -74,14 +74,19 @@ class Inflight:
     """The held request, issued by a thread of its own, so that a submitter that
     blocks until the I/O is done (OpenZFS ignores ``IOCB_NOWAIT``: io_uring's inline
     attempt and stock libaio both block in the submitting call) leaves this thread
-    free to run ``then`` meanwhile. A sync request is the thread's syscall; an async
-    one is submitted by the thread and reaped here, so its completion is the
-    kernel's, read without waiting (:meth:`done`), never a thread's wake-up."""
+    free to run ``then`` meanwhile. A sync request is the thread's syscall. An async
+    one is submitted by the thread; then, as ``s.keep`` says, the thread reaps it
+    itself (it lives until the request completes) or exits and leaves the reaping to
+    this one, so that the kernel stack the request's iovec was built on is gone while
+    the request is in flight. Either way its completion is read without waiting
+    (:meth:`done`)."""
 
     def __init__(self, t, s: Step, write: bool, buf: IoBuffer) -> None:
         self.res: int | None = None
         self.timing = ""                    # then=stream: the barrier's latency, said
         self.q = None if s.iface == "sync" else t._make_queue(s.iface)
+        self.keep = bool(s.keep) and self.q is not None
+        self.sent = threading.Event()       # the submitting call returned
         self.submit_failed = False
         self.thread = threading.Thread(target=self._issue, args=(t, s, write, buf),
                                        name="explore-held", daemon=True)
@@ -93,20 +98,32 @@ class Inflight:
                 self.res = os.pwritev(t.dfd, v, s.off) if write else os.preadv(t.dfd, v, s.off)
             elif self.q.submit([IoOp(1, write, t.dfd, s.off, buf, False)]) != 1:
                 self.submit_failed, self.res = True, -errno_mod.EAGAIN
+            elif self.keep:
+                self.sent.set()
+                while self.res is None:
+                    for _tag, res in self.q.reap(1, 1, 1.0):
+                        self.res = res
         except OSError as e:
             self.submit_failed, self.res = True, -(e.errno or errno_mod.EIO)
+        finally:
+            self.sent.set()
+
+    @property
+    def submitter(self) -> str:
+        """What the submitting thread did: ``syscall`` (sync), ``reaps`` or ``exits``."""
+        return "syscall" if self.q is None else "reaps" if self.keep else "exits"
 
     def start(self) -> None:
         self.thread.start()
 
     def submitted(self) -> bool:
         """The submitting call returned (an async request is queued in the kernel)."""
-        return not self.thread.is_alive()
+        return self.sent.is_set() and (self.q is not None or not self.thread.is_alive())
 
     def done(self) -> bool:
         """The request completed, as the kernel says now (no wait)."""
-        if self.thread.is_alive():
-            return False
+        if self.keep or self.thread.is_alive():
+            return self.res is not None
         if self.res is None and self.q is not None:
             for _tag, res in self.q.reap(0, 1, 0.0):
                 self.res = res
@@ -116,7 +133,7 @@ class Inflight:
         deadline = time.monotonic() + wait_s
         self.thread.join(wait_s)
         while not self.done() and (left := deadline - time.monotonic()) > 0:
-            if self.q is not None and not self.thread.is_alive():
+            if self.q is not None and not self.keep and not self.thread.is_alive():
                 for _tag, res in self.q.reap(1, 1, min(left, 1.0)):
                     self.res = res
             else:
@@ -125,6 +142,7 @@ class Inflight:
 
     def close(self) -> None:
         if self.q is not None and self.res is not None:
+            self.thread.join(1.0)           # keep: the thread is past its last reap
             self.q.close()
 
 
@@ -314,7 +332,7 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
             return failed("hang", f"{s.op}: no completion within {t.timeout_s}s of the hold "
                           "lifted")
         o = found or _judge(ctx, s, write, buf, data, model, res)
-        o.extra.update({"held": held, "then": s.then,
+        o.extra.update({"held": held, "then": s.then, "submitter": io.submitter,
                         **({"timing": io.timing} if io.timing else {})})
         return o
     finally:

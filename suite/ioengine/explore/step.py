@@ -40,6 +40,7 @@ class Step:
     limit: str = ""         # pwrite/pwritev: cut by a limit mid-request (fsize | quota: .limits)
     flags: str = ""         # reads/writes: RWF_* of the call (append|dsync|nowait|hipri: .flags)
     then: str = ""          # held_read/held_write: what runs while it is held (.held)
+    keep: bool = False      # held_read/held_write, async: the submitter reaps it (else exits)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Step":
