@@ -162,12 +162,15 @@ class SymptomSpec:
     (condition label) must match, e.g. ``async=1``: the same symptom on a control
     row is not this bug. ``stack``: for ``D-state``, functions that must all be on
     the stuck tasks' stacks. ``also``: kinds that may accompany the symptom (the
-    consequences of a deadlock: a hang, the hung-task report).
+    consequences of a deadlock: a hang, the hung-task report). ``op``: for explore, a
+    regex the failing op (as the failure's detail renders it) must match: an early
+    barrier is fsync's bug only where an fsync returned early, not a syncfs.
     """
     kinds: tuple[str, ...]
     rows: str = ""
     stack: tuple[str, ...] = ()
     also: tuple[str, ...] = ()
+    op: str = ""
 
     @classmethod
     def from_dict(cls, d: dict) -> "SymptomSpec":
@@ -175,7 +178,7 @@ class SymptomSpec:
         if not kinds:
             raise ValueError("a bug's symptom needs kinds = [...]")
         return cls(tuple(kinds), d.get("rows", ""), tuple(d.get("stack", ())),
-                   tuple(d.get("also", ())))
+                   tuple(d.get("also", ())), d.get("op", ""))
 
     def matches(self, s: Symptom) -> bool:
         if s.kind not in self.kinds:
@@ -192,6 +195,8 @@ class SymptomSpec:
             out += f" on rows matching /{self.rows}/"
         if self.stack:
             out += f" with {', '.join(self.stack)} on the stacks"
+        if self.op:
+            out += f" (explore: in an op matching /{self.op}/)"
         return out
 
 

@@ -474,3 +474,39 @@ def test_a_symptom_met_while_shrinking_is_said_beside_the_cell(tmp_path: Path):
                          "symptom; kept aside, not replayed)"), cell
     assert cell.startswith("not by its symptom")
     assert at.describe(SymptomSpec(kinds=["EFAULT"])).endswith("another finding: crash-lost")
+
+
+def test_a_bug_is_credited_only_with_its_own_stacks_and_op(tmp_path: Path):
+    """The kind alone is not the bug: a D-state without both sides of the rollback
+    deadlock on its stacks is not rollback-drain-deadlock, an early barrier of a syncfs
+    is not fsync's (fsync-ignores-queued-writes) and the other way round, also when
+    shrinking met it on the way."""
+    from suite.source.series import available
+    bugs = {b.id: b for b in available()["async-dio"].bugs}
+    fsync, syncfs = (bugs[k].symptom for k in ("fsync-ignores-queued-writes",
+                                                "syncfs-ignores-queued-writes"))
+    later = bugs["barrier-satisfied-by-later-write"].symptom
+    rollback = bugs["rollback-drain-deadlock"].symptom
+    by_syncfs = (f"explore seed {SEED} op 37 (held_write iface=libaio off=0 len=32768 data=3 "
+                 "then=syncfs slow_ms=1000): syncfs returned while ...")
+    by_later = by_syncfs.replace("then=syncfs", "then=later_write")
+    by_power = f"explore seed {SEED} op 9 (power_cut iface=libaio off=0 len=4096 segs=2 " \
+               "data=4 barrier=fsync slow_ms=250): after the power cut and import: lost"
+    c = explorebugs.credited
+    assert c(syncfs, "early-barrier", by_syncfs) and not c(fsync, "early-barrier", by_syncfs)
+    assert c(later, "early-barrier", by_later) and c(syncfs, "early-barrier", by_later)
+    assert not c(later, "early-barrier", by_syncfs)
+    assert c(fsync, "crash-lost", by_power) and not c(syncfs, "crash-lost", by_power)
+    stuck = ("cv_wait_common", "zfsvfs_teardown", "zfs_rollback")
+    assert not c(rollback, "D-state", "", stuck)
+    assert c(rollback, "D-state", "", stuck + ("zpl_async_read_task",))
+    s = explore_session(tmp_path, "s", OTHER, n=3, found=True)
+    summary = next(s.glob("*/cases/test_explore/explore/summary.json"))
+    d = json.loads(summary.read_text())
+    d["aside"] = [{"seed": 5, "kind": "crash-lost", "why": "after the power cut: lost",
+                   "op": by_power.split("(", 1)[1].split(")")[0], "json": "a.json"}]
+    summary.write_text(json.dumps(d))
+    at = read_explore_at(OTHER, [tmp_path])
+    assert at.describe(fsync).endswith("(the bug's symptom; kept aside, not replayed)")
+    assert at.describe(syncfs).endswith("another finding: crash-lost")
+    assert "in an op matching /then=(syncfs|later_write)" in at.describe(syncfs)

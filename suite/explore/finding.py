@@ -105,6 +105,8 @@ class Aside:
             return
         path = self.out_dir / f"aside-{seq.seed}-{len(self.seen) + 1}.json"
         path.write_text(seq.to_json())
-        self.seen.append({"seed": seq.seed, "kind": v.kind, "why": (v.why or "")[:300],
+        op = seq.ops[v.failed_at].render() if v.failed_at is not None and \
+            0 <= v.failed_at < len(seq.ops) else ""
+        self.seen.append({"seed": seq.seed, "kind": v.kind, "why": (v.why or "")[:300], "op": op,
                           "failed_at": v.failed_at, "ops": len(seq.ops),
                           "signature": list(sig), "json": str(path)})

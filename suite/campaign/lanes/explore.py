@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -54,6 +55,18 @@ class Failure:
     ops_to: int | None = None        # the shrunk one's
     confirmed: bool = True
     in_sequence: bool = True         # False: not in a finished sequence (a judge, a hang)
+    stack: tuple[str, ...] = ()      # D-state: the stuck tasks' functions; kernel:*: the report's
+
+
+def credited(spec: SymptomSpec | None, kind: str, detail: str = "",
+             stack: tuple[str, ...] = ()) -> bool:
+    """Explore's failure is the bug's own symptom: its kind, the functions the bug's
+    symptom names on its stacks (rollback-drain-deadlock: both sides of the deadlock),
+    and, where the manifest says which, the op it failed in (an early barrier is
+    fsync's bug only where an fsync returned early)."""
+    return bool(spec) and same_kind(kind, spec.kinds) and \
+        all(f in stack for f in spec.stack) and \
+        (not spec.op or re.search(spec.op, detail) is not None)
 
 
 @dataclass
@@ -68,14 +81,16 @@ class ExploreAt:
     problem: str = ""
     results: str = ""
     known: int = 0                   # sequences that failed as a known finding (not shrunk)
-    aside: list[str] = field(default_factory=list)   # kinds shrinking met on the way
+    aside: list[dict] = field(default_factory=list)  # what shrinking met on the way
 
     def describe(self, spec: SymptomSpec | None = None) -> str:
         text = self._describe(spec)
         if not self.aside or text.startswith("INCONCLUSIVE"):
             return text
-        mine = [k for k in self.aside if spec and same_kind(k, spec.kinds)]
-        return text + (f"; met while shrinking another finding: {', '.join(self.aside)}"
+        mine = [a for a in self.aside if credited(spec, str(a.get("kind")),
+                                                  f"{a.get('op', '')}: {a.get('why', '')}")]
+        kinds = ", ".join(str(a.get("kind")) for a in self.aside)
+        return text + (f"; met while shrinking another finding: {kinds}"
                        + (" (the bug's symptom; kept aside, not replayed)" if mine else ""))
 
     def _describe(self, spec: SymptomSpec | None = None) -> str:
@@ -87,7 +102,7 @@ class ExploreAt:
             return f"not found in {self.budget} ({self.sequences} sequences{on})"
         # the failure of the bug's kind leads, where there is one (of the kinds the
         # manifest names, the one it names first: EFAULT before wrong-bytes)
-        hits = [x for x in self.failures if spec and same_kind(x.kind, spec.kinds)]
+        hits = [x for x in self.failures if credited(spec, x.kind, x.detail, x.stack)]
         f = min(hits, key=lambda x: kind_rank(x.kind, spec.kinds)) if hits and spec \
             else self.failures[0]
         rest = [x for x in self.failures if x is not f]
@@ -105,10 +120,17 @@ class ExploreAt:
         if spec and spec.kinds and not hits:
             # Explore met other failures (often the base's upstream bugs): the bug
             # itself was not found, and the cell must not read as if it were.
-            return (f"not by its symptom ({', '.join(spec.kinds)}) in {self.budget} "
+            return (f"not by its symptom ({wanted(spec)}) in {self.budget} "
                     f"({self.sequences} sequences{on}); met instead: "
                     f"{f.kind}{how}{detail}{row}{also}")
         return f"found: {f.kind}{how}{match}{on}{detail}{row}{also}"
+
+
+def wanted(spec: SymptomSpec) -> str:
+    """The symptom a bug's cell waits for: its kinds, the functions and the op."""
+    out = ", ".join(spec.kinds)
+    out += f" with {', '.join(spec.stack)} on the stacks" if spec.stack else ""
+    return out + (f", in an op matching /{spec.op}/" if spec.op else "")
 
 
 def bare_kind(kind: str) -> str:
@@ -154,7 +176,7 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
                     s.get("master_seed"), distinct_sequences(s),
                     float(s.get("elapsed_s") or 0.0), results=str(case),
                     known=int(s.get("known") or 0),
-                    aside=[str(a.get("kind")) for a in s.get("aside") or []])
+                    aside=[a for a in s.get("aside") or [] if isinstance(a, dict)])
     if not s:
         out.problem = f"{summary_path} does not read as JSON (see pytest.log)"
         return out
@@ -176,9 +198,11 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
         if x.kind == "D-state" and hang is not None and x.kind not in shown:
             # the tasks a hang left in D state: that finding's, timed and shrunk with it
             out.failures.append(replace(hang, kind="D-state", detail=f"{x.detail} in "
-                                        f"{', '.join(x.stack[:4])}" if x.stack else x.detail))
+                                        f"{', '.join(x.stack[:4])}" if x.stack else x.detail,
+                                        stack=x.stack))
         elif x.kind not in shown:
-            out.failures.append(Failure(x.kind, x.detail, x.row, in_sequence=False))
+            out.failures.append(Failure(x.kind, x.detail, x.row, in_sequence=False,
+                                        stack=x.stack))
     if out.failures:
         return out
     explained = bool(v.symptoms) and all(known_runs_account(x, known) for x in v.symptoms)
@@ -227,7 +251,7 @@ def _finding(f: dict, runs: list[dict], symptoms: list[Symptom]) -> Failure:
         after, approx = sum(float(r.get("seconds") or 0) for r in runs[:upto + 1]), True
     sym = next((x for x in symptoms if x.kind == kind), Symptom(kind))
     return Failure(kind, sym.detail, sym.row, after, approx, run.get("ops"), f.get("ops"),
-                   bool(f.get("confirmed", True)))
+                   bool(f.get("confirmed", True)), stack=sym.stack)
 
 
 def read_session(results: Path, commit: str = "") -> ExploreAt:
