@@ -11,8 +11,9 @@ matched to a commit through the build record each run folder holds
     bug | bad commit | explore at bad
 
 Explore is credited with a *failure at the commit*, as ZTS is: the cell gives the
-symptom and its detail, and ``(matches the bug's symptom)`` only where the bug's
-``[bugs.symptom]`` names the same kind; whether it is that bug a human reads. A
+symptom and its detail, and ``(matches the bug's symptom)`` only where it is the
+bug's own by its ``[bugs.symptom]``: the kind, the functions on its stacks and the
+op the manifest names (:func:`credited`). A
 bug the manifest defers (no userspace symptom on this kernel) says so and is not
 run for.
 """
