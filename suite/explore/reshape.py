@@ -104,7 +104,7 @@ STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream
 KEEP_SHARE = 0.5            # of the held async requests: the submitting thread reaps it
 
 
-def _whole_records(off: int, n: int, rec: int) -> tuple[int, int]:
+def records_covering(off: int, n: int, rec: int) -> tuple[int, int]:
     """The records ``[off, off+n)`` touches: a write Direct I/O serves (a part of a
     record goes through the ARC and is never held, nor async)."""
     start = off - off % rec
@@ -139,7 +139,7 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
         if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                 o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
                 o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
-            off, n = _whole_records(o.off, o.len, rec) if o.op in WRITES else (o.off, o.len)
+            off, n = records_covering(o.off, o.len, rec) if o.op in WRITES else (o.off, o.len)
             return Op("held_read" if o.op in READS else "held_write", iface=o.iface,
                       off=off, len=n, data=o.data, then=then, slow_ms=hold_ms, keep=kept)
         return o
