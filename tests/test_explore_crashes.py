@@ -749,3 +749,75 @@ def test_a_pin_panic_through_the_series_async_path_is_not_the_upstream_finding()
                                               "[ 9.1]  zpl_async_dio_queue+0x1/0x2 [zfs]"))
     assert known_report(head, "6.1.0-57-amd64", found).id == \
         "io-uring-dio-write-past-quota-pin-mismatch"
+
+
+def test_a_hung_task_report_is_signed_and_judged_by_every_blocked_task():
+    """The kernel names one blocked task per report, whichever it saw first (async-dio
+    8e1187c520, 2026-12-07: a kworker in zpl_writepages, then the read's completion and
+    the rollback): the trip keeps the stacks of every task in D state, its signature is
+    theirs whatever the order, and the finding names the deadlock's two sides as a
+    case's after-case judge would (``D-state``)."""
+    from suite.explore.finding import Finding as ExploreFinding
+    from suite.explore.judge import Verdict
+    from suite.explore.ops import Sequence
+    tasks = {
+        "kworker": ("--- pid 26 (kworker/u4:2) state=D wchan=rrw_enter_read_impl ---",
+                    "[<0>] rrw_enter_read_impl+0x4c/0x160 [zfs]",
+                    "[<0>] zpl_writepages+0x6e/0x190 [zfs]"),
+        "read": ("--- pid 1924 (zpl_async_read_) state=D wchan=rrw_enter_read_impl ---",
+                 "[<0>] rrw_enter_read_impl+0x4c/0x160 [zfs]",
+                 "[<0>] zpl_async_read_task+0x108/0x160 [zfs]"),
+        "rollback": ("--- pid 1934 (zfs) state=D wchan=cv_wait_common ---",
+                     "[<0>] cv_wait_common+0x16d/0x2e0 [spl]",
+                     "[<0>] zfsvfs_teardown+0xd6/0x530 [zfs]")}
+    def trip(first: str, order: tuple[str, ...]) -> Trip:
+        head = Finding("hung_task", "error", f"[ 494.4] INFO: task {first} blocked for more "
+                       "than 120 seconds.", 1, ("Not tainted",))
+        return kernel_trip(head, (11, "held_read"), 130.0,
+                           "\n".join(ln for k in order for ln in tasks[k]))
+    a = trip("kworker/u4:2:26", ("kworker", "read", "rollback"))
+    b = trip("zpl_async_read_:1924", ("rollback", "read", "kworker"))
+    assert a.blocked() and a.signature() == b.signature()
+    assert {"zfsvfs_teardown", "zpl_async_read_task"} <= set(a.signature())
+    no_stacks = kernel_trip(Finding("hung_task", "error", "INFO: task x:1 blocked for more "
+                                    "than 120 seconds.", 1, STACK), (1, "pwrite"))
+    assert not no_stacks.blocked() and no_stacks.signature()[1].startswith("INFO: task")
+    v = Verdict(False, kind="kernel:hung_task", failed_at=11, why=a.headline, trip=a)
+    seq = Sequence(seed=5, ops=())
+    f = ExploreFinding(0, seq, v, seq, v, True, 11, False, Path("m.json"), Path("m.txt"), "")
+    names, funcs = f.stuck()
+    assert "1934 (zfs)" in names and {"zfsvfs_teardown", "zpl_async_read_task"} <= set(funcs)
+
+
+def test_a_hung_task_report_during_a_sequence_keeps_the_blocked_tasks_stacks(tmp_path: Path):
+    """The stacks are read while the tasks are still blocked, before the command is
+    stopped; any other report keeps its own lines."""
+    from suite.explore.crashes.stream import StreamingRunner
+    lines = [{"event": "begin", "i": 0, "op": "held_read"}]
+    stacks = ("--- pid 1934 (zfs) state=D wchan=cv_wait_common ---\n"
+              "[<0>] zfsvfs_teardown+0xd6/0x530 [zfs]\n")
+
+    class Reads(_Guest):
+        ran: list[str] = []
+
+        def run(self, cmd, timeout=30.0, check=True, log=True):
+            self.ran.append(cmd)
+            return _Result(stacks, 0)
+    hung = Finding("hung_task", "error", "[ 494.4] INFO: task kworker/u4:2:26 blocked for "
+                   "more than 120 seconds.", 3, ("Not tainted",))
+    for report, keeps in ((hung, True), (WARN, False)):
+        guest = Reads(lines, False)
+        guest.ran = []
+        asked: list[int] = []
+
+        def console() -> list[Finding]:
+            asked.append(1)
+            return [] if len(asked) == 1 else [report]
+        runner = StreamingRunner(_Engine(guest), console=console)
+        seq = tmp_path / "s.seq.json"
+        seq.write_text("{}")
+        out = runner.run_sequence(seq, "/p/f.bin", 60)
+        assert out.trip is not None and out.trip.blocked() == keeps
+        assert bool(guest.ran) == keeps and guest.bg.signals[:1] == ["TERM"]
+        if keeps:
+            assert out.trip.signature() == ("kernel:hung_task", "zfsvfs_teardown")

@@ -42,12 +42,13 @@ class Finding:
         return (f"explore seed {self.original.seed} op {v.failed_at} ({op}): {v.why}")[:300]
 
     def stuck(self) -> tuple[str, tuple[str, ...]] | None:
-        """A hang's tasks in D state (``"pid (comm), ..."`` and the functions on their
-        stacks), as a case's after-case judge names them (``D-state``); None when the
-        hang left none (a task spinning, or none the watchdog saw)."""
+        """A hang's tasks in D state, or a hung-task report's (``"pid (comm), ..."``
+        and the functions on their stacks), as a case's after-case judge names them
+        (``D-state``); None when it left none (a task spinning, or none the watchdog
+        saw)."""
         from suite.guest.evidence import parse_dstate, stuck_summary
         trip = self.minimal_verdict.trip or self.verdict.trip
-        if trip is None or trip.kind != "hang":
+        if trip is None or not (trip.kind == "hang" or trip.blocked()):
             return None
         tasks = [t for t in parse_dstate("\n".join(trip.lines)) if t.state.startswith("D")]
         return stuck_summary(tasks) if tasks else None

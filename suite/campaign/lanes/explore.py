@@ -194,7 +194,7 @@ def read_run(summary_path: Path, commit: str = "") -> ExploreAt:
     for f in s.get("findings") or []:
         out.failures.append(_finding(f, runs, real))
     shown = {f.kind for f in out.failures}
-    hang = next((f for f in out.failures if f.kind == "hang"), None)
+    hang = next((f for f in out.failures if f.kind in ("hang", "kernel:hung_task")), None)
     for x in real:
         if x.kind == "D-state" and hang is not None and x.kind not in shown:
             # the tasks a hang left in D state: that finding's, timed and shrunk with it

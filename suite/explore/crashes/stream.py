@@ -162,13 +162,18 @@ class StreamingRunner:
         kernel that warned is no longer the one the model describes) and name the
         op in flight, else the last op that ended; the guest is replaced (a
         lockdep report turns lockdep off for the rest of its boot, a WARNING taints)."""
+        report = first_report(said)
+        # A hung-task report names one blocked task, whichever the kernel saw first:
+        # the stacks of every task in D state, read before the command is stopped, are
+        # the deadlock's (async-dio 8e1187c520: the rollback in zfsvfs_teardown and the
+        # read's completion in zpl_async_read_task, reported after a kworker).
+        stacks = self._stacks() if report.kind == "hung_task" else ""
         self._stop(bg)
         r = bg.result()
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
-        report = first_report(said)
         return RunOutput(lines, None, r.stderr, kernel_trip(report, raised_in(lines, report),
-                                                            self.clock() - t0))
+                                                            self.clock() - t0, stacks))
 
     def _stop(self, bg: Any) -> None:
         """End the command: TERM, then KILL; a guest that no longer answers is left."""

@@ -19,6 +19,7 @@ from suite.signatures import frames, normalize, report_frames, signed, untimed
 __all__ = ["InFlight", "KINDS", "Trip", "frames", "kernel_trip", "normalize"]
 
 KINDS = ("kernel", "hang", "guest-lost")
+DSTATE_MARK = "state=D"     # a task's header in the stacks the guest's DSTATE_SCRIPT prints
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,16 @@ class Trip:
         fsync stuck in zfs_fsync are one hang, met by two ops); a lost guest: the op."""
         if self.kind == "hang":
             return ("hang", *(self.waits() or (self.op_kind or "?",)))
+        if self.kind == "kernel:hung_task" and self.blocked():
+            return (self.kind, *self.waits())   # every blocked task, not the one named
         if self.kind == "guest-lost":
             return ("guest-lost", self.op_kind or "?")
         return (self.kind, normalize(self.headline), *report_frames(self.lines[1:], 2))
+
+    def blocked(self) -> bool:
+        """The trip kept the stacks of the tasks in D state (a hang's, a hung-task
+        report's)."""
+        return any(ln.startswith("--- pid ") and DSTATE_MARK in ln for ln in self.lines)
 
     def waits(self) -> tuple[str, ...]:
         """A hang's OpenZFS frames: the top two of each task's stack, sorted."""
@@ -121,11 +129,14 @@ class InFlight:
         return i, self.begun[i]
 
 
-def kernel_trip(finding: Any, op: tuple[int | None, str], seconds: float = 0.0) -> Trip:
+def kernel_trip(finding: Any, op: tuple[int | None, str], seconds: float = 0.0,
+                stacks: str = "") -> Trip:
     """The trip of a console finding (``suite.vm.console.Finding``): its kind,
-    its line and the lines after it (the stack)."""
+    its line and the lines after it (the stack); ``stacks``: the stacks of every task
+    in D state when it came (a hung-task report), kept instead of the report's."""
     head = finding.line.strip()
     # The console line carries a timestamp and a log prefix: the report starts after it.
     head = untimed(head)
+    after = tuple(stacks.splitlines()) if DSTATE_MARK in stacks else finding.context
     return Trip(f"kernel:{finding.kind}", head[:300], op[0], op[1],
-                (head, *finding.context), False, seconds)
+                (head, *after), False, seconds)
