@@ -171,7 +171,7 @@ def test_explore(request, zfs_guest, pool, engine, case_dir, symptom, explore_bu
               f"{len(settings.known)} known: " +
               "; ".join(k.label() for k in settings.known.values()) + ")")
     for f in result.findings:
-        symptom(f.kind, f.detail(), row=conditions_row(f.minimal))
+        symptom(f.kind, f.detail(), row=conditions_row(f.minimal), stack=f.frames())
         if (stuck := f.stuck()) is not None:      # what a case's after-case judge names
             symptom("D-state", f"explore seed {f.original.seed}: {stuck[0]}",
                     row=conditions_row(f.minimal), stack=stuck[1])

@@ -510,3 +510,33 @@ def test_a_bug_is_credited_only_with_its_own_stacks_and_op(tmp_path: Path):
     assert at.describe(fsync).endswith("(the bug's symptom; kept aside, not replayed)")
     assert at.describe(syncfs).endswith("another finding: crash-lost")
     assert "in an op matching /then=(syncfs|later_write)" in at.describe(syncfs)
+
+
+def test_the_read_paths_oops_is_not_the_write_paths():
+    """Two series bugs oops the same way in iov_iter_advance: the async read task's walk
+    (async-read-iovec-after-submit) and the write task's (write-iovec-use-after-free,
+    met so at 30582e2f4c with the submitter gone): the frames tell them apart, and an
+    explore finding carries its report's frames as a case's kernel symptom does."""
+    from suite.explore.crashes.trip import kernel_trip
+    from suite.explore.finding import Finding as ExploreFinding
+    from suite.explore.judge import Verdict
+    from suite.source.series import available
+    from suite.vm.console import Finding as Report
+    bugs = {b.id: b for b in available()["async-dio"].bugs}
+    read, write = (bugs[k].symptom for k in ("async-read-iovec-after-submit",
+                                             "write-iovec-use-after-free"))
+    report = Report("oops", "error", "[ 123.7] BUG: unable to handle page fault for address: "
+                    "ff8157bf041d3a88", 1, ("RIP: 0010:iov_iter_advance+0x5b/0x220",
+                                            "Call Trace:", " zfs_uioskip+0xfd/0x120 [zfs]",
+                                            " dmu_write_uio_direct+0xad/0x110 [zfs]",
+                                            " zfs_write_impl+0x6a0/0xf00 [zfs]",
+                                            " zpl_async_dio_task+0x143/0x1c0 [zfs]"))
+    trip = kernel_trip(report, (37, "held_write"))
+    v = Verdict(False, kind="kernel:oops", failed_at=0, why=trip.headline, trip=trip)
+    seq = Sequence(seed=5, ops=())
+    f = ExploreFinding(0, seq, v, seq, v, True, 11, False, Path("m.json"), Path("m.txt"), "")
+    stack = f.frames()
+    assert "dmu_write_uio_direct" in stack
+    c = explorebugs.credited
+    assert c(write, "kernel:oops", "", stack) and not c(read, "kernel:oops", "", stack)
+    assert c(read, "kernel:oops", "", ("zfs_uioskip", "dmu_read_uio_direct", "zfs_read_impl"))

@@ -41,6 +41,15 @@ class Finding:
         op = self.minimal.ops[v.failed_at].render()
         return (f"explore seed {self.original.seed} op {v.failed_at} ({op}): {v.why}")[:300]
 
+    def frames(self) -> tuple[str, ...]:
+        """A kernel report's top OpenZFS frames (a case's kernel symptom carries its
+        stack the same way): what tells the write path's oops from the read path's."""
+        from suite.signatures import report_frames
+        trip = self.minimal_verdict.trip or self.verdict.trip
+        if trip is None or not trip.kind.startswith("kernel:") or trip.blocked():
+            return ()
+        return report_frames(trip.lines[1:], 3)
+
     def stuck(self) -> tuple[str, tuple[str, ...]] | None:
         """A hang's tasks in D state, or a hung-task report's (``"pid (comm), ..."``
         and the functions on their stacks), as a case's after-case judge names them
