@@ -382,23 +382,28 @@ WARN = Finding("warning", "warning", "[  77.1] WARNING: CPU: 0 PID: 412 at mm/gu
                 " zfs_write+0x55/0x400 [zfs]"))
 
 
+def _run_reported(tmp_path: Path, guest: "_Guest", report: Finding) -> RunOutput:
+    """One sequence on ``guest`` whose console is quiet when the run begins and then
+    shows ``report``."""
+    from suite.explore.crashes.stream import StreamingRunner
+    asked: list[int] = []
+
+    def console() -> list[Finding]:
+        asked.append(1)
+        return [] if len(asked) == 1 else [report]
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    return StreamingRunner(_Engine(guest), console=console).run_sequence(seq, "/p/f.bin", 60)
+
+
 @pytest.mark.parametrize("ends", [False, True], ids=["in-flight", "just-ended"])
 def test_a_kernel_warning_during_a_sequence_is_a_trip_naming_the_op(tmp_path: Path, ends):
-    from suite.explore.crashes.stream import StreamingRunner
     lines = [{"event": "begin", "i": 0, "op": "pwrite"}, ok_line(0, "pwrite"),
              {"event": "begin", "i": 1, "op": "pwritev"}]
     if ends:
         lines += [ok_line(1, "pwritev"), {"event": "explore-done", "ok": True}]
     guest = _Guest(lines, ends)
-    asked: list[int] = []
-
-    def console() -> list[Finding]:     # empty when the run begins, then the WARNING
-        asked.append(1)
-        return [] if len(asked) == 1 else [WARN]
-    runner = StreamingRunner(_Engine(guest), console=console)
-    seq = tmp_path / "s.seq.json"
-    seq.write_text("{}")
-    out = runner.run_sequence(seq, "/p/f.bin", 60)
+    out = _run_reported(tmp_path, guest, WARN)
     assert out.trip is not None and out.trip.kind == "kernel:warning"
     assert (out.trip.op, out.trip.op_kind) == (1, "pwritev")
     assert not out.trip.guest_fit, "a kernel that warned is replaced"
@@ -792,7 +797,6 @@ def test_a_hung_task_report_is_signed_and_judged_by_every_blocked_task():
 def test_a_hung_task_report_during_a_sequence_keeps_the_blocked_tasks_stacks(tmp_path: Path):
     """The stacks are read while the tasks are still blocked, before the command is
     stopped; any other report keeps its own lines."""
-    from suite.explore.crashes.stream import StreamingRunner
     lines = [{"event": "begin", "i": 0, "op": "held_read"}]
     stacks = ("--- pid 1934 (zfs) state=D wchan=cv_wait_common ---\n"
               "[<0>] zfsvfs_teardown+0xd6/0x530 [zfs]\n")
@@ -808,15 +812,7 @@ def test_a_hung_task_report_during_a_sequence_keeps_the_blocked_tasks_stacks(tmp
     for report, keeps in ((hung, True), (WARN, False)):
         guest = Reads(lines, False)
         guest.ran = []
-        asked: list[int] = []
-
-        def console() -> list[Finding]:
-            asked.append(1)
-            return [] if len(asked) == 1 else [report]
-        runner = StreamingRunner(_Engine(guest), console=console)
-        seq = tmp_path / "s.seq.json"
-        seq.write_text("{}")
-        out = runner.run_sequence(seq, "/p/f.bin", 60)
+        out = _run_reported(tmp_path, guest, report)
         assert out.trip is not None and out.trip.blocked() == keeps
         assert bool(guest.ran) == keeps and guest.bg.signals[:1] == ["TERM"]
         if keeps:
