@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from suite.signatures import report_frames
 from suite.explore.gen import Choices
 from suite.explore.ops import Sequence
 from suite.explore.crashes.stream import StreamingRunner
@@ -64,8 +63,8 @@ def test_explore_corpus(path, zfs_guest, pool, engine, case_dir, symptom, guests
     note = f" (params the build lacks, not set: {', '.join(lacking)})" if lacking else ""
     for i, v in enumerate(verdicts):        # every replay's own symptom, with its frames
         if v.state != "ok":
-            stack = (v.trip.waits() if v.trip.kind == "hang" else
-                     report_frames(v.trip.lines[1:])) if v.trip is not None else ()
+            stack = (v.trip.waits() if v.trip.kind == "hang" else v.trip.frames()) \
+                if v.trip is not None else ()
             symptom(v.kind or "no-result", f"{path.name}: replay {i + 1}: {v.line()}"[:300],
                     stack=stack)
     assert not bad, (f"{path.name}: {len(bad)} of {RUNS} runs failed{note}: {bad[0].line()}\n"

@@ -44,11 +44,10 @@ class Finding:
     def frames(self) -> tuple[str, ...]:
         """A kernel report's top OpenZFS frames (a case's kernel symptom carries its
         stack the same way): what tells the write path's oops from the read path's."""
-        from suite.signatures import report_frames
         trip = self.minimal_verdict.trip or self.verdict.trip
         if trip is None or not trip.kind.startswith("kernel:") or trip.blocked():
             return ()
-        return report_frames(trip.lines[1:], 3)
+        return trip.frames()
 
     def stuck(self) -> tuple[str, tuple[str, ...]] | None:
         """A hang's tasks in D state, or a hung-task report's (``"pid (comm), ..."``

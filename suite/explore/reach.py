@@ -15,6 +15,7 @@ from suite.explore.eligible import servable
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
 from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
+from suite.ioengine.explore.held import submitter_of
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BATCH_OPS, BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
@@ -38,10 +39,6 @@ HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                                       "stream")] + \
     [f"held:submitter:{w}" for w in ("reaps", "exits")]    # an async one's submitting thread
 
-
-def submitter(o: Any) -> str:
-    """A held async request's submitting thread: it ``reaps`` the request or ``exits``."""
-    return "reaps" if o.keep else "exits"
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 # Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
 BATCH_CELLS = [f"batch:{i}{c}" for i in BATCH_IFACES for c in ("", ":fsize")]
@@ -171,7 +168,7 @@ def seq_cells(seq: Sequence) -> list[str]:
                   {f"flag:{o.flags}:{direction(o.op)}" for o in seq.ops
                    if o.op in IO_OPS and getattr(o, "flags", "")} |
                   {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS} |
-                  {f"held:submitter:{submitter(o)}" for o in seq.ops
+                  {f"held:submitter:{submitter_of(o.iface, o.keep)}" for o in seq.ops
                    if o.op in HELD_OPS and o.iface != "sync"})
 
 

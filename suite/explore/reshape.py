@@ -121,8 +121,9 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
     a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
     (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
-    hold). A held write covers the whole records (``rec`` bytes) of its range. A held write's ``then`` is ``stream`` (fsync timed under a stream of later
-    writes) for ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own;
+    hold). A held write covers the whole records (``rec`` bytes) of its range. A held
+    write's ``then`` is ``stream`` (fsync timed under a stream of later writes) for
+    ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own;
     ``KEEP_SHARE`` of the async ones are reaped by their submitting thread (``keep``:
     the thread lives; else it exits once it submitted, and with it the stack the
     kernel built the request's iovec on), drawn from ``keep``, another. The

@@ -55,6 +55,10 @@ class Trip:
             return ("guest-lost", self.op_kind or "?")
         return (self.kind, normalize(self.headline), *report_frames(self.lines[1:], 2))
 
+    def frames(self) -> tuple[str, ...]:
+        """A kernel report's top OpenZFS frames, as a case's kernel symptom carries them."""
+        return report_frames(self.lines[1:], 3)
+
     def blocked(self) -> bool:
         """The trip kept the stacks of the tasks in D state (a hang's, a hung-task
         report's)."""

@@ -50,6 +50,12 @@ SETTLE_S = 0.2              # after submitting, before ``then``: the request rea
 CLEAN_READ_ERRORS = (errno_mod.EIO, errno_mod.ENOENT, errno_mod.ESTALE, errno_mod.EBADF)
 
 
+def submitter_of(iface: str, keep: bool) -> str:
+    """What a held request's submitting thread does: ``syscall`` (sync), ``reaps`` the
+    async request itself, or ``exits`` once the kernel took it (the reach table's cell)."""
+    return "syscall" if iface == "sync" else "reaps" if keep else "exits"
+
+
 def _hold(ctx: Ctx, s: Step, write: bool) -> str | None:
     """Delay the file's reads or writes by ``s.slow_ms``; why not, or None."""
     assert ctx.zfs is not None
@@ -111,7 +117,7 @@ class Inflight:
     @property
     def submitter(self) -> str:
         """What the submitting thread did: ``syscall`` (sync), ``reaps`` or ``exits``."""
-        return "syscall" if self.q is None else "reaps" if self.keep else "exits"
+        return submitter_of("sync" if self.q is None else "async", self.keep)
 
     def start(self) -> None:
         self.thread.start()
