@@ -57,25 +57,36 @@ class FakeKernel:
             lines.append({"event": "begin", "i": i, "op": op["op"]})
             if op["op"] == "evict" and truncated:
                 self.dead = True
-                f = Finding("spl_panic", "error", f"[  123.456] {PANIC}", 7, STACK)
+                f = Finding("spl_panic", "error", f"[  123.456] {PANIC}", 7, self.trace())
                 return RunOutput(lines, None, "", kernel_trip(f, InFlight.of(lines).op(), 8.0))
             truncated = truncated or op["op"] == "truncate"
             lines.append(ok_line(i, op["op"]))
         lines.append({"event": "explore-done", "ok": True, "failed_at": None})
         return RunOutput(lines, 0, "")
 
+    def trace(self) -> tuple[str, ...]:
+        return STACK
+
+
+class CutKernel(FakeKernel):
+    """A guest whose console is cut after the panic's title on every guest but the first."""
+
+    def trace(self) -> tuple[str, ...]:
+        return STACK if self.n == 0 else ("CPU: 0 PID: 412 Comm: python3 Tainted: P",)
+
 
 class Fleet:
-    """Fresh guests on demand (``renew``), each a FakeKernel."""
+    """Fresh guests on demand (``renew``), each a FakeKernel (or ``kernel``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernel: type[FakeKernel] = FakeKernel) -> None:
         self.log: list[str] = []
-        self.guests = [FakeKernel(0, self.log)]
+        self.kernel = kernel
+        self.guests = [kernel(0, self.log)]
 
     def renew(self, why: str) -> Fresh:
         self.log += [] if self.guests[-1].dead or why.startswith("to confirm") else \
             [f"a fresh guest asked for, the last still alive: {why}"]
-        self.guests.append(FakeKernel(len(self.guests), self.log))
+        self.guests.append(self.kernel(len(self.guests), self.log))
         return Fresh(self.guests[-1], lambda seq: None)
 
 
@@ -126,6 +137,34 @@ def test_exploring_goes_on_after_a_trip_and_counts_the_same_panic_once(tmp_path:
     assert len(tripped) >= 2 and len(res.findings) == 1
     assert all(r.get("repeat_of") == res.findings[0].original.seed for r in tripped[1:])
     assert not fleet.log, fleet.log
+
+
+def test_a_panic_whose_console_was_cut_before_its_trace_is_the_same_panic(tmp_path: Path):
+    """Signed by its title alone, a repeat is still a repeat and a replay still
+    confirms the finding: neither is a new finding shrunk again."""
+    fleet = Fleet(CutKernel)
+    ex = Explorer(fleet.guests[0], settings(tmp_path, max_findings=3), Choices(),
+                  log=lambda _: None, renew=fleet.renew)
+    res = ex.run(tripping_seed(), parse_budget("12x"))
+    tripped = [r for r in res.runs if r["kind"] == "kernel:spl_panic"]
+    assert len(tripped) >= 2 and len(res.findings) == 1, [f.label() for f in res.findings]
+    assert res.findings[0].confirmed
+    assert all(r.get("repeat_of") == res.findings[0].original.seed for r in tripped[1:])
+
+
+def test_one_report_is_its_title_when_one_side_has_no_frames():
+    from suite.explore.crashes.trip import one_report, signed_as
+    framed = ("kernel:spl_panic", "VERIFYN(len) failed (-N)", "zfs_uio_get_dio_pages_alloc")
+    cut = framed[:2]
+    assert one_report(framed, cut) and one_report(cut, framed) and one_report(cut, cut)
+    assert not one_report(framed, (*cut, "dmu_write_uio_direct"))   # both framed: frames count
+    assert not one_report(cut, ("kernel:spl_panic", "VERIFYN(offset) failed"))
+    assert not one_report(cut, ("kernel:oops", cut[1]))
+    assert not one_report(("kernel:hung_task", "zfs_fsync"),
+                          ("kernel:hung_task", "zfs_fsync", "zil_commit"))
+    assert not one_report(("hang", "fsync"), ("hang", "fsync", "zfs_fsync"))
+    assert signed_as(cut, [("hang", "fsync"), framed]) == framed
+    assert signed_as(("kernel:oops", "x"), [framed]) is None
 
 
 def test_a_kernel_that_dies_in_the_setup_is_shrunk_to_no_op_at_all(tmp_path: Path):
@@ -409,6 +448,45 @@ def test_a_kernel_warning_during_a_sequence_is_a_trip_naming_the_op(tmp_path: Pa
     assert not out.trip.guest_fit, "a kernel that warned is replaced"
     assert out.trip.signature()[2:] == ("zfs_uio_get_dio_pages_alloc", "zfs_write")
     assert guest.bg.signals[:1] == ([] if ends else ["TERM"])
+
+
+CUT = Finding("spl_panic", "error", "[  41.0] VERIFY0(len) failed (-4096)", 3,
+              ("CPU: 1 PID: 88 Comm: python3 Tainted: P",))
+TRACED = Finding(CUT.kind, CUT.severity, CUT.line, CUT.lineno,
+                 (*CUT.context, "Call Trace:", " spl_panic+0xfc/0x120 [spl]",
+                  " zfs_uio_get_dio_pages_alloc+0x12/0x90 [zfs]"))
+
+
+def test_a_report_seen_before_its_trace_waits_for_the_trace(tmp_path: Path):
+    """The console's first poll carries the title alone: the trip is signed once the
+    trace came, by its frames."""
+    from suite.explore.crashes.stream import StreamingRunner
+    polls = iter([[], [CUT], [CUT], [TRACED]])
+    guest = _Guest([{"event": "begin", "i": 0, "op": "pwrite"}], False)
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    out = StreamingRunner(_Engine(guest), console=lambda: next(polls, [TRACED]),
+                          sleep=lambda s: None).run_sequence(seq, "/p/f.bin", 60)
+    assert out.trip is not None
+    assert out.trip.signature()[2:] == ("zfs_uio_get_dio_pages_alloc",)
+
+
+def test_a_report_with_no_trace_at_all_is_taken_after_a_bounded_wait(tmp_path: Path):
+    from suite.explore.crashes.stream import TRACE_WAIT_S, StreamingRunner
+    now, slept = [0.0], []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+    guest = _Guest([{"event": "begin", "i": 0, "op": "pwrite"}], False)
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    polls = iter([[]])
+    out = StreamingRunner(_Engine(guest, scale=2.0), console=lambda: next(polls, [CUT]),
+                          clock=lambda: now[0], sleep=sleep).run_sequence(seq, "/p/f.bin", 60)
+    assert out.trip is not None and out.trip.signature() == ("kernel:spl_panic",
+                                                             "VERIFY0(len) failed (-N)")
+    assert TRACE_WAIT_S * 2.0 <= sum(slept) <= TRACE_WAIT_S * 2.0 + 1
 
 
 def test_a_quiet_console_is_no_trip(tmp_path: Path):

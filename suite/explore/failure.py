@@ -11,6 +11,7 @@ laid the bytes down. The cause is part of a data failure's signature
 """
 from __future__ import annotations
 
+from suite.explore.crashes.trip import one_report
 from suite.explore.judge import Verdict
 from suite.explore.ops import Op, Sequence
 from suite.ioengine.explore.served import wants_direct
@@ -79,7 +80,7 @@ def same_failure(v: Verdict, r: Verdict) -> bool:
     if not (r.failed and r.kind == v.kind):
         return False
     return v.trip is None or (r.trip is not None and
-                              r.trip.signature() == v.trip.signature())
+                              one_report(r.trip.signature(), v.trip.signature()))
 
 
 def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,

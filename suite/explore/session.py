@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
 from suite.explore.crashes.avoid import known_failure, known_hang, known_report
-from suite.explore.crashes.trip import Trip
+from suite.explore.crashes.trip import Trip, signed_as
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
 from suite.explore.failure import cause, direct, same_failure, signature
@@ -373,8 +373,9 @@ class Explorer:
                 result.no_result.append((seq.seed, replace(
                     v, why=f"{v.why} (no fresh guest could follow: {self.dead})")))
                 break
-            if v.failed:
+            if v.failed:        # a report cut before its trace is the one with its title
                 sig = signature(seq, v)
+                sig = signed_as(sig, [*found, *self.s.known]) or sig
                 if hang is not None:
                     result.known += 1
                     result.runs[-1]["known"] = hang.id

@@ -30,13 +30,19 @@ from typing import Any, Callable, Iterable
 from suite.casekit.engine import REMOTE_DIR, parse_lines, upload
 from suite.errors import GuestError, KernelTripped
 from suite.explore.crashes.pace import Pace, Progress
-from suite.explore.crashes.trip import InFlight, Trip, kernel_trip
+from suite.explore.crashes.trip import DSTATE_MARK, InFlight, Trip, kernel_trip
 from suite.explore.session import RunOutput
 from suite.guest.evidence import DSTATE_SCRIPT
 from suite.guest.lifecycle import TRIP_KINDS
-from suite.signatures import untimed
+from suite.signatures import frames, untimed
+from suite.vm.console import CONTEXT
 
 POLL_S = 1.0
+# How long (x the accelerator's scale) a report's title waits for its call trace: under
+# TCG the kernel prints a report line by line, and one poll of the console can carry the
+# title alone. Signed without its frames, a repeat was taken for a new finding and
+# shrunk again (2026-12-07).
+TRACE_WAIT_S = 5.0
 # The engine's tasks (the resident server's forked children run its code): state,
 # where each waits, its kernel stack.
 ENGINE_STACKS = r"""
@@ -63,6 +69,13 @@ def first_report(said: list[Any]) -> Any:
     raise ValueError("no kernel report")
 
 
+def traced(report: Any) -> bool:
+    """The console carried ``report``'s call trace (a frame), or as many lines after it
+    as a report keeps (``suite.vm.console.CONTEXT``)."""
+    context = tuple(getattr(report, "context", ()))
+    return len(context) >= CONTEXT or bool(frames(context))
+
+
 def raised_in(lines: list[dict[str, Any]], report: Any) -> tuple[int | None, str]:
     """(index, kind) of the op that raised a kernel report: the op whose line carries
     it (the engine's own read of the kernel log, ``kmsg``); else the op in flight (the
@@ -87,12 +100,14 @@ class StreamingRunner:
 
     def __init__(self, engine: Any, pace: Pace | None = None, console: Console | None = None,
                  evidence: Path | None = None, clock: Callable[[], float] = time.monotonic,
-                 on_cut: Callable[[], None] | None = None, engine_extra: Iterable[str] = ()):
+                 on_cut: Callable[[], None] | None = None, engine_extra: Iterable[str] = (),
+                 sleep: Callable[[float], None] = time.sleep):
         self.engine_extra = tuple(engine_extra)     # more explore-run arguments (a self-check)
         self.engine = engine
         self.on_cut = on_cut        # cuts the guest's power (suite/explore/crashes/power.py)
         self.pace = pace or Pace(scale=engine.scale)
         self.console, self.evidence, self.clock = console, evidence, clock
+        self.sleep = sleep
 
     def run_sequence(self, seq_file: Path, target: str, timeout_s: float,
                      extra: Iterable[str] = ()) -> RunOutput:
@@ -117,7 +132,7 @@ class StreamingRunner:
                 lines = parse_lines(bg.result().stdout)
                 said = self._reported(seen_before)
                 if said:
-                    return self._reported_trip(bg, said, out, t0)
+                    return self._reported_trip(bg, said, out, t0, seen_before)
                 cut = next((ln for ln in lines if ln.get("event") == "power-cut"), None)
                 if cut is not None and self.on_cut is not None:
                     out.write_text(bg.result().stdout)
@@ -146,7 +161,7 @@ class StreamingRunner:
         progress.see(lines, self.clock())
         said = self._reported(seen_before)
         if said:                # raised by the last op, seen once the command ended
-            return self._reported_trip(bg, said, out, t0)
+            return self._reported_trip(bg, said, out, t0, seen_before)
         if bg.lost:             # the channel closed with no status: a guest gone, or a kill
             if not guest.answers():
                 return self._tripped(GuestError("the guest went away while the sequence "
@@ -157,7 +172,8 @@ class StreamingRunner:
         """The kernel reports the console showed since the run began."""
         return list((self.console() if self.console else [])[seen_before:])
 
-    def _reported_trip(self, bg: Any, said: list[Any], out: Path, t0: float) -> RunOutput:
+    def _reported_trip(self, bg: Any, said: list[Any], out: Path, t0: float,
+                       seen_before: int) -> RunOutput:
         """The kernel reported something while the sequence ran: stop it there (a
         kernel that warned is no longer the one the model describes) and name the
         op in flight, else the last op that ended; the guest is replaced (a
@@ -168,12 +184,24 @@ class StreamingRunner:
         # the deadlock's (async-dio 8e1187c520: the rollback in zfsvfs_teardown and the
         # read's completion in zpl_async_read_task, reported after a kworker).
         stacks = self._stacks() if report.kind == "hung_task" else ""
+        if DSTATE_MARK not in stacks:
+            report = self._traced(report, seen_before)
         self._stop(bg)
         r = bg.result()
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
         return RunOutput(lines, None, r.stderr, kernel_trip(report, raised_in(lines, report),
                                                             self.clock() - t0, stacks))
+
+    def _traced(self, report: Any, seen_before: int) -> Any:
+        """``report`` once the console carries its call trace (:func:`traced`), or as it
+        is after :data:`TRACE_WAIT_S` (scaled): a report with no trace at all."""
+        deadline = self.clock() + TRACE_WAIT_S * self.engine.scale
+        while not traced(report) and self.clock() < deadline:
+            self.sleep(POLL_S)
+            report = next((f for f in self._reported(seen_before) if f.line == report.line),
+                          report)
+        return report
 
     def _stop(self, bg: Any) -> None:
         """End the command: TERM, then KILL; a guest that no longer answers is left."""

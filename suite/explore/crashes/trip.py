@@ -16,7 +16,8 @@ from typing import Any, Iterable
 # One definition of a kernel report's title and frames for the whole suite.
 from suite.signatures import frames, normalize, report_frames, signed, untimed
 
-__all__ = ["InFlight", "KINDS", "Trip", "frames", "kernel_trip", "normalize"]
+__all__ = ["InFlight", "KINDS", "Trip", "frames", "kernel_trip", "normalize", "one_report",
+           "signed_as"]
 
 KINDS = ("kernel", "hang", "guest-lost")
 DSTATE_MARK = "state=D"     # a task's header in the stacks the guest's DSTATE_SCRIPT prints
@@ -131,6 +132,24 @@ class InFlight:
             return None, (f"setup: {self.setup}" if self.setup and not self.begun else "")
         i = max(open_)
         return i, self.begun[i]
+
+
+def one_report(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Two signatures name one failure: equal; or two kernel reports of one kind and
+    title where one was signed by its title alone (its console cut before the call
+    trace came), so a repeat is not taken for a new finding and shrunk again. A
+    hung-task report is signed by its blocked tasks' frames, never by its title."""
+    if a == b:
+        return True
+    return (min(len(a), len(b)) == 2 and a[:2] == b[:2] and a[0].startswith("kernel:")
+            and a[0] != "kernel:hung_task")
+
+
+def signed_as(sig: tuple[str, ...], seen: Iterable[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The signature among ``seen`` that names the failure ``sig`` names (:func:`one_report`)."""
+    if sig in seen:
+        return sig
+    return next((s for s in seen if one_report(sig, s)), None)
 
 
 def kernel_trip(finding: Any, op: tuple[int | None, str], seconds: float = 0.0,
