@@ -130,6 +130,7 @@ def test_an_unexpected_errno_matches_the_manifests_errno_kind():
     assert not explorebugs.same_kind("error:EIO", ["EINVAL"])
     # a synced block lost at a crash point is the barrier cases' lost-after-barrier
     assert explorebugs.same_kind("crash-lost", ["early-barrier", "lost-after-barrier"])
+    assert explorebugs.same_kind("crash-size", ["early-barrier", "lost-after-barrier"])
     assert not explorebugs.same_kind("crash-torn", ["lost-after-barrier"])
     assert not explorebugs.same_kind("EINVAL", ["error:EINVAL"])     # the manifest's own names
 
@@ -497,6 +498,8 @@ def test_a_bug_is_credited_only_with_its_own_stacks_and_op(tmp_path: Path):
     assert c(later, "early-barrier", by_later) and c(syncfs, "early-barrier", by_later)
     assert not c(later, "early-barrier", by_syncfs)
     assert c(fsync, "crash-lost", by_power) and not c(syncfs, "crash-lost", by_power)
+    by_syncfs_cut = by_power.replace("barrier=fsync", "barrier=syncfs")
+    assert c(syncfs, "crash-size", by_syncfs_cut) and not c(fsync, "crash-size", by_syncfs_cut)
     stuck = ("cv_wait_common", "zfsvfs_teardown", "zfs_rollback")
     assert not c(rollback, "D-state", "", stuck)
     assert c(rollback, "D-state", "", stuck + ("zpl_async_read_task",))

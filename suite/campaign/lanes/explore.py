@@ -141,9 +141,12 @@ def bare_kind(kind: str) -> str:
 
 
 # Explore's kinds that are a case's symptom under another name: a synced block gone
-# after a crash point (a power cut, a frozen pool imported) is what the barrier cases
-# call acknowledged bytes lost after a power cut.
-ALIASES: dict[str, tuple[str, ...]] = {"crash-lost": ("lost-after-barrier",)}
+# after a crash point (a power cut, a frozen pool imported), or a synced size gone (the
+# file back shorter or longer than any size it had since its last barrier), is what
+# the barrier cases call acknowledged bytes lost after a power cut. A torn block is not:
+# it may be a write no barrier covered.
+ALIASES: dict[str, tuple[str, ...]] = {"crash-lost": ("lost-after-barrier",),
+                                       "crash-size": ("lost-after-barrier",)}
 
 
 def names(kind: str) -> tuple[str, ...]:
