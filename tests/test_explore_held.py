@@ -68,6 +68,63 @@ def test_a_held_writes_records_and_its_submitter_are_drawn_on_their_own():
     assert {"held:submitter:reaps", "held:submitter:exits"} <= set(cells)
 
 
+def test_a_held_requests_segments_are_drawn_on_their_own_up_to_a_heap_iovec():
+    """Half the holds are vectored: as many page segments as fit, up to 9 (past
+    UIO_FASTIOV the kernel kmallocs the iovec array and frees it as the submitting
+    call returns: what write-iovec-use-after-free's task walked); a generator of
+    their own, so every other draw of the holds stays what it was."""
+    from suite.explore.reshape import HEAP_IOVECS, hold_requests
+    ops = [Op(k, iface=i, direct=True, off=0, len=n, data=3)
+           for k in ("pwrite", "pread") for i in ("sync", "libaio", "io_uring")
+           for n in (4096, 12288, 65536)] * 10
+    meta = {"primarycache": "metadata"}
+    plain = hold_requests(ops, random.Random(5), 0.9, meta, keep=random.Random(6), rec=16384)
+    vec = hold_requests(ops, random.Random(5), 0.9, meta, keep=random.Random(6), rec=16384,
+                        vector=random.Random(7))
+    assert [o.to_dict() | {"segs": 0} for o in plain] == [o.to_dict() | {"segs": 0} for o in vec]
+    held = [o for o in vec if o.op in HELD]
+    assert not any(o.segs for o in plain) and {o.segs for o in held} > {0}
+    for o in held:
+        assert o.segs == 0 or 2 <= o.segs == min(HEAP_IOVECS, o.len // 4096)
+    assert [Op.from_dict(o.to_dict()).to_dict() for o in vec] == [o.to_dict() for o in vec]
+    assert "segs=9" in next(o.render() for o in held if o.segs == 9)
+    assert "segs" not in next(o.render() for o in held if not o.segs)
+    cells = reach.seq_cells(Sequence(seed=1, ops=tuple(vec)))
+    assert {"held:iovec:stack", "held:iovec:heap"} <= set(cells)
+
+
+def test_a_vectored_held_request_goes_to_the_kernel_vectored(ddir: Path):
+    """Each interface submits the segments as one vectored request (PREADV/PWRITEV,
+    READV/WRITEV), its bytes where the segments say; the op says where the kernel
+    built its iovec array."""
+    import pytest
+    from suite.ioengine.explore.held import Inflight, iovec_of
+    from suite.ioengine.explore.requests import IoBuffer, Target
+    from suite.ioengine.explore.step import Step
+    data = bytes(range(256)) * 144                  # 36 KiB: nine pages
+    t = Target(str(ddir / "vec.bin"), str(ddir / "vec"), False, 30.0)
+    try:
+        for iface in ("sync", "libaio", "io_uring"):
+            os.pwrite(t.fd, b"\0" * len(data), 0)
+            s = Step("held_write", iface=iface, off=0, len=len(data), data=1, segs=9)
+            buf = IoBuffer("anon", len(data), 0, s.segs, t.shm_path, for_read=False)
+            buf.fill(data)
+            assert len(buf.segments) == 9
+            try:
+                io = Inflight(t, s, True, buf)
+            except OSError as e:
+                pytest.skip(f"{iface} here: {e}")
+            io.start()
+            assert io.wait(30.0) == len(data), iface
+            io.close()
+            buf.close()
+            assert os.pread(t.fd, len(data), 0) == data, iface
+    finally:
+        t.close()
+    assert (iovec_of(0), iovec_of(1), iovec_of(8), iovec_of(9)) == \
+        ("stack", "stack", "stack", "heap")
+
+
 def test_no_crash_point_spans_a_held_rollback():
     ops = [Op("pwrite", off=0, len=4096)] * 3 + [Op("held_read", iface="libaio", len=4096,
                                                     then="rollback")] + \

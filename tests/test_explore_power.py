@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from suite.ioengine.explore.held import submitter_of
+from suite.ioengine.explore.held import iovec_of, submitter_of
 from suite.explore.conditions import GuestZfs
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.ops import Op, Sequence
@@ -231,7 +231,8 @@ class Executes:
             if o.flags:
                 ln["flags"] = o.flags
             if o.op in ("held_read", "held_write"):
-                ln.update(held=True, then=o.then, submitter=submitter_of(o.iface, o.keep))
+                ln.update(held=True, then=o.then, submitter=submitter_of(o.iface, o.keep),
+                          iovec=iovec_of(o.segs))
             if o.op == "actors":
                 ln["actors"] = max(2, min(4, o.segs or 2))
             if o.op in ("crash", "power_cut"):

@@ -364,7 +364,8 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
             {"held_read", "held_write"} <= set(ch.ops):
         ops = hold_requests(ops, random.Random(f"held:{seed}"), ch.held_share, props,
                             stream=random.Random(f"held-stream:{seed}"),
-                            keep=random.Random(f"held-keep:{seed}"), rec=recordsize(props))
+                            keep=random.Random(f"held-keep:{seed}"), rec=recordsize(props),
+                            vector=random.Random(f"held-segs:{seed}"))
     # after the holds: a batch takes the place of a write no other draw wanted
     if target == "file" and not caller and ch.batch_share and "append_batch" in ch.ops:
         share = ch.batch_share_async if params.get("zfs_async_dio_enabled") == 1 \

@@ -58,9 +58,10 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     # slow_ms: the pool's disks slowed meanwhile, so the writes are still in flight
     "power_cut": ("iface", "off", "len", "segs", "data", "barrier", "slow_ms"),
     # one O_DIRECT request held slow_ms by zinject -E while ``then`` runs; keep: an
-    # async one's submitting thread reaps it (else the thread exits once it submitted)
-    "held_read": ("iface", "off", "len", "then", "slow_ms", "keep"),
-    "held_write": ("iface", "off", "len", "data", "then", "slow_ms", "keep"),
+    # async one's submitting thread reaps it (else the thread exits once it submitted);
+    # segs: vectored, that many segments (0: one buffer, not vectored)
+    "held_read": ("iface", "off", "len", "then", "slow_ms", "keep", "segs"),
+    "held_write": ("iface", "off", "len", "data", "then", "slow_ms", "keep", "segs"),
     # segs appends of len bytes in one submit, the file first padded to size (a record);
     # limit=fsize: RLIMIT_FSIZE leaves room for one
     "append_batch": ("iface", "len", "segs", "data", "size", "limit"),
@@ -81,8 +82,10 @@ class Op(Step):
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        optional = ("buf_off", "slow_ms", "limit", "flags", "keep") + \
+            (("segs",) if self.op in HELD_OPS else ())
         return {"op": self.op, **{k: d[k] for k in self.used_fields()
-                                  if k not in ("buf_off", "slow_ms", "limit", "flags", "keep") or d[k]}}
+                                  if k not in optional or d[k]}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Op":
@@ -113,10 +116,11 @@ class Op(Step):
             if self.flags:
                 words.append(f"flags={self.flags}")
             return " ".join(words)
+        hide = ("limit", "keep") + (("segs",) if self.op in HELD_OPS else ())
         return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
                                      if k == "direct" else f"{k}={getattr(self, k)}"
                                      for k in self.used_fields()
-                                     if k not in ("limit", "keep") or getattr(self, k)])
+                                     if k not in hide or getattr(self, k)])
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from suite.explore.eligible import servable
 from suite.explore.gen import PARAM_CHOICES, TUNABLE_CHOICES
 from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
-from suite.ioengine.explore.held import submitter_of
+from suite.ioengine.explore.held import iovec_of, submitter_of
 from suite.ioengine.explore.limits import LIMITS
 from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BATCH_OPS, BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
@@ -37,7 +37,8 @@ ACTOR_COUNTS = (1, 2, 3, 4)
 HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
                                             for t in ("fsync", "syncfs", "later_write",
                                                       "stream")] + \
-    [f"held:submitter:{w}" for w in ("reaps", "exits")]    # an async one's submitting thread
+    [f"held:submitter:{w}" for w in ("reaps", "exits")] + \
+    [f"held:iovec:{w}" for w in ("stack", "heap")]      # where the kernel built its iovec
 
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 # Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
@@ -169,6 +170,8 @@ def seq_cells(seq: Sequence) -> list[str]:
                    if o.op in IO_OPS and getattr(o, "flags", "")} |
                   {f"held:{o.op}:{o.then}" for o in seq.ops if o.op in HELD_OPS} |
                   {f"held:submitter:{submitter_of(o.iface, o.keep)}" for o in seq.ops
+                   if o.op in HELD_OPS and o.iface != "sync"} |
+                  {f"held:iovec:{iovec_of(o.segs)}" for o in seq.ops
                    if o.op in HELD_OPS and o.iface != "sync"})
 
 
@@ -246,6 +249,8 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     cells |= {f"held:{ln['op']}:{ln.get('then')}" for ln in held}
     cells |= {f"held:submitter:{ln['submitter']}" for ln in held
               if ln.get("submitter") in ("reaps", "exits")}
+    cells |= {f"held:iovec:{ln['iovec']}" for ln in held
+              if ln.get("iovec") and ln.get("submitter") in ("reaps", "exits")}
     # A flag executed: the kernel took the request with it (a refusal is not).
     cells |= {f"flag:{ln['flags']}:{direction(str(ln.get('op')))}" for ln in lines
               if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("flags")

@@ -102,6 +102,10 @@ def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> li
 
 STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream of writes
 KEEP_SHARE = 0.5            # of the held async requests: the submitting thread reaps it
+VECTOR_SHARE = 0.5          # of the held requests: vectored, as many segments as fit up to
+HEAP_IOVECS = 9             # one past UIO_FASTIOV (8): the kernel kmallocs the iovec array
+                            # and frees it as the submitting call returns (KASAN sees a
+                            # task that walks it later: write-iovec-use-after-free)
 
 
 def records_covering(off: int, n: int, rec: int) -> tuple[int, int]:
@@ -115,7 +119,8 @@ def records_covering(off: int, n: int, rec: int) -> tuple[int, int]:
 def hold_requests(ops: list[Op], r: random.Random, share: float,
                   props: dict[str, str] | None = None,
                   stream: random.Random | None = None,
-                  keep: random.Random | None = None, rec: int = 128 << 10) -> list[Op]:
+                  keep: random.Random | None = None, rec: int = 128 << 10,
+                  vector: random.Random | None = None) -> list[Op]:
     """``share`` of the O_DIRECT reads and writes (aligned, one buffer of their own;
     sync, libaio, io_uring) become a request held in flight by ``zinject -E`` while something else runs
     (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
@@ -126,8 +131,11 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
     ``STREAM_SHARE`` of them, drawn from ``stream``, a generator of its own;
     ``KEEP_SHARE`` of the async ones are reaped by their submitting thread (``keep``:
     the thread lives; else it exits once it submitted, and with it the stack the
-    kernel built the request's iovec on), drawn from ``keep``, another. The
-    generators advance on reads and writes alone."""
+    kernel built the request's iovec on), drawn from ``keep``, another.
+    ``VECTOR_SHARE`` are vectored (``segs``: page-sized or larger segments, up to
+    ``HEAP_IOVECS``, where the kernel's iovec array is on the heap, not the submitter's
+    stack), drawn from ``vector``, a third. The generators advance on reads and
+    writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
     def draw(o: Op) -> Op:
@@ -137,12 +145,15 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
             then = "stream"
         hold_ms = r.choice((1000, 3000))
         kept = keep is not None and keep.random() < KEEP_SHARE and o.iface != "sync"
+        vectored = vector is not None and vector.random() < VECTOR_SHARE
         if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                 o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
                 o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
             off, n = records_covering(o.off, o.len, rec) if o.op in WRITES else (o.off, o.len)
+            segs = min(HEAP_IOVECS, n // PAGE) if vectored else 1
             return Op("held_read" if o.op in READS else "held_write", iface=o.iface,
-                      off=off, len=n, data=o.data, then=then, slow_ms=hold_ms, keep=kept)
+                      off=off, len=n, data=o.data, then=then, slow_ms=hold_ms, keep=kept,
+                      segs=segs if segs > 1 else 0)
         return o
     return _redraw(ops, READS + WRITES, draw)
 

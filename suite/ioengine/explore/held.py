@@ -46,6 +46,7 @@ from .zfs import Snap, _no_zfs
 
 HELD_OPS = ("held_read", "held_write")
 THEN = {"held_read": ("rollback",), "held_write": ("fsync", "syncfs", "later_write", "stream")}
+UIO_FASTIOV = 8             # <uapi/linux/uio.h>: iovecs the kernel keeps on its stack
 SETTLE_S = 0.2              # after submitting, before ``then``: the request reaches the disk
 CLEAN_READ_ERRORS = (errno_mod.EIO, errno_mod.ENOENT, errno_mod.ESTALE, errno_mod.EBADF)
 
@@ -54,6 +55,13 @@ def submitter_of(iface: str, keep: bool) -> str:
     """What a held request's submitting thread does: ``syscall`` (sync), ``reaps`` the
     async request itself, or ``exits`` once the kernel took it (the reach table's cell)."""
     return "syscall" if iface == "sync" else "reaps" if keep else "exits"
+
+
+def iovec_of(segs: int) -> str:
+    """Where the kernel builds a request's iovec array: on the submitting call's ``stack``
+    (up to UIO_FASTIOV, 8 segments: one buffer too), else on the ``heap`` (kmalloc'd,
+    freed as the call returns): the reach table's cell."""
+    return "heap" if segs > UIO_FASTIOV else "stack"
 
 
 def _hold(ctx: Ctx, s: Step, write: bool) -> str | None:
@@ -102,7 +110,7 @@ class Inflight:
             if self.q is None:
                 v = buf.views()
                 self.res = os.pwritev(t.dfd, v, s.off) if write else os.preadv(t.dfd, v, s.off)
-            elif self.q.submit([IoOp(1, write, t.dfd, s.off, buf, False)]) != 1:
+            elif self.q.submit([IoOp(1, write, t.dfd, s.off, buf, s.segs > 1)]) != 1:
                 self.submit_failed, self.res = True, -errno_mod.EAGAIN
             elif self.keep:
                 self.sent.set()
@@ -322,7 +330,7 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
         return Outcome("unsupported", why=f"{s.op}: {why}")
     data = ctx.data(s.data, s.off, s.len) if write else b""
     model = bytes(ctx.model.data)
-    buf = IoBuffer("anon", s.len, 0, 1, t.shm_path, for_read=not write)
+    buf = IoBuffer("anon", s.len, 0, max(1, s.segs), t.shm_path, for_read=not write)
     if write:
         buf.fill(data)
     io = Inflight(t, s, write, buf)
@@ -339,6 +347,7 @@ def op_held(ctx: Ctx, s: Step) -> Outcome:
                           "lifted")
         o = found or _judge(ctx, s, write, buf, data, model, res)
         o.extra.update({"held": held, "then": s.then, "submitter": io.submitter,
+                        "iovec": iovec_of(s.segs),
                         **({"timing": io.timing} if io.timing else {})})
         return o
     finally:
