@@ -209,13 +209,28 @@ def test_the_shrinker_finds_the_minimal_failing_subset_and_simplifies_it():
 def test_the_shrinker_cuts_after_the_failing_op_and_stops_at_its_budget():
     ops = tuple(_noise(40))
     seq = Sequence(1, ops=ops)
-    fails = lambda s: any(o.op == "truncate" and o.size == 9000 for o in s.ops)  # noqa: E731
+    fails = lambda s: bool(s.ops) and s.ops[0] == ops[0] and any(  # noqa: E731
+        o.op == "truncate" and o.size == 9000 for o in s.ops)
     res = shrink(seq, fails, max_tries=4, failed_at=9)
     assert res.exhausted and res.tries == 4
     assert res.steps[0].startswith("cut after the failing op 9: 40 -> 10 ops")
     assert len(res.sequence.ops) <= 10 and fails(res.sequence)
     stop = shrink(seq, fails, max_tries=100, should_stop=lambda: True)
     assert stop.exhausted and stop.tries == 0 and stop.sequence == seq
+
+
+def test_the_shrinker_tries_the_failing_op_with_the_fewest_ops_before_it_first():
+    """A trip caused by the op in flight and the one before it: two short candidates
+    after the cut, not ddmin's halves of twenty ops each."""
+    ops = tuple(_noise(40))
+    ran: list[int] = []
+
+    def fails(s: Sequence) -> bool:
+        ran.append(len(s.ops))
+        return ops[8] in s.ops and ops[9] in s.ops
+    res = shrink(Sequence(1, ops=ops), fails, failed_at=9)
+    assert res.steps[:2] == ["cut after the failing op 9: 40 -> 10 ops", "tail: 10 -> 2 ops"]
+    assert ran[:3] == [10, 1, 2] and res.sequence.ops == ops[8:10]
 
 
 def test_simpler_only_touches_fields_the_op_uses():

@@ -148,12 +148,31 @@ def simplify_init(seq: Sequence, test: Callable[[Sequence], bool], steps: list[s
     return seq
 
 
+TAILS = (0, 1, 3, 7, 15)        # ops kept before the failing (last) one, tried in turn
+
+
+def tail(seq: Sequence, test: Callable[[Sequence], bool], steps: list[str]) -> Sequence:
+    """The failing (last) op with the fewest of the ops just before it that still
+    fails, tried before ddmin: a kernel trip is most often the op in flight and one or
+    two before it (a held write and the truncate it needed), and each candidate that
+    passes is short, while ddmin's halves each run twenty ops and reboot on a trip."""
+    for k in TAILS:
+        if k + 1 >= len(seq.ops):
+            break
+        cand = seq.with_ops(seq.ops[-(k + 1):])
+        if test(cand):
+            steps.append(f"tail: {len(seq.ops)} -> {len(cand.ops)} ops")
+            return cand
+    return seq
+
+
 def shrink(seq: Sequence, still_fails: Callable[[Sequence], bool],
            max_tries: int = DEFAULT_TRIES, failed_at: int | None = None,
            should_stop: Callable[[], bool] | None = None) -> ShrinkResult:
     """The smallest sequence found that still fails. ``failed_at``: the op that
-    failed (the ops after it are cut first, with one try); -1: the run failed
-    before its first op (the target's setup), so no op at all is tried first."""
+    failed (the ops after it are cut first, with one try, then the ops long before
+    it: :func:`tail`); -1: the run failed before its first op (the target's setup),
+    so no op at all is tried first."""
     test = _Tester(still_fails, max_tries, should_stop)
     steps: list[str] = []
     if failed_at is not None and failed_at + 1 < len(seq.ops):
@@ -163,6 +182,8 @@ def shrink(seq: Sequence, still_fails: Callable[[Sequence], bool],
                          f"{len(cut.ops)} ops" if failed_at >= 0 else
                          f"the setup alone fails: {len(seq.ops)} -> 0 ops")
             seq = cut
+    if failed_at is not None and failed_at > 0 and len(seq.ops) == failed_at + 1:
+        seq = tail(seq, test, steps)
     while not test.exhausted:
         before = seq.key()
         seq = simplify_init(simplify_ops(ddmin(seq, test, steps), test, steps), test, steps)
