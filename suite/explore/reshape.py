@@ -134,7 +134,7 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
     kernel built the request's iovec on), drawn from ``keep``, another.
     ``VECTOR_SHARE`` are vectored (``segs``: page-sized or larger segments, up to
     ``HEAP_IOVECS``, where the kernel's iovec array is on the heap, not the submitter's
-    stack), drawn from ``vector``, a third. The generators advance on reads and
+    stack; a vectored write grows to that many pages), drawn from ``vector``, a third. The generators advance on reads and
     writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
@@ -149,7 +149,9 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
         if roll < share and o.direct and o.iface in ("sync", "libaio", "io_uring") and \
                 o.buf not in ("racing", "holed") and not o.limit and not o.flags and \
                 o.off % PAGE == 0 and o.len % PAGE == 0 and 0 < o.len <= 1 << 20:
-            off, n = records_covering(o.off, o.len, rec) if o.op in WRITES else (o.off, o.len)
+            # a vectored write grows to one page a segment of a heap iovec (its records)
+            want = max(o.len, HEAP_IOVECS * PAGE) if vectored else o.len
+            off, n = records_covering(o.off, want, rec) if o.op in WRITES else (o.off, o.len)
             segs = min(HEAP_IOVECS, n // PAGE) if vectored else 1
             return Op("held_read" if o.op in READS else "held_write", iface=o.iface,
                       off=off, len=n, data=o.data, then=then, slow_ms=hold_ms, keep=kept,
