@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 from suite.explore.ops import READS, WRITES, ZFS_OPS, Op
 from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
+from suite.ioengine.explore.held import UIO_FASTIOV
 
 PAGE = 4096
 POWER_LENGTHS = (4096, 16384, 131072, 1 << 20)
@@ -103,9 +104,9 @@ def batch_appends(ops: list[Op], r: random.Random, share: float, rec: int) -> li
 STREAM_SHARE = 0.25         # of the held writes: a barrier timed under a stream of writes
 KEEP_SHARE = 0.5            # of the held async requests: the submitting thread reaps it
 VECTOR_SHARE = 0.5          # of the held requests: vectored, as many segments as fit up to
-HEAP_IOVECS = 9             # one past UIO_FASTIOV (8): the kernel kmallocs the iovec array
-                            # and frees it as the submitting call returns (KASAN sees a
-                            # task that walks it later: write-iovec-use-after-free)
+# One past UIO_FASTIOV: the kernel kmallocs the iovec array and frees it as the submitting
+# call returns (KASAN sees a task that walks it later: write-iovec-use-after-free).
+HEAP_IOVECS = UIO_FASTIOV + 1
 
 
 def records_covering(off: int, n: int, rec: int) -> tuple[int, int]:
@@ -121,9 +122,9 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
                   stream: random.Random | None = None,
                   keep: random.Random | None = None, rec: int = 128 << 10,
                   vector: random.Random | None = None) -> list[Op]:
-    """``share`` of the O_DIRECT reads and writes (aligned, one buffer of their own;
-    sync, libaio, io_uring) become a request held in flight by ``zinject -E`` while something else runs
-    (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
+    """``share`` of the O_DIRECT reads and writes (aligned, a buffer of their own; sync,
+    libaio, io_uring) become a request held in flight by ``zinject -E`` while something
+    else runs (``held_read`` then a rollback; ``held_write`` then a barrier, or a later write and
     a barrier: suite/ioengine/explore/held.py). Only where the dataset caches no data
     (``primarycache`` metadata or none: a read the dbuf cache serves issues no I/O to
     hold). A held write covers the whole records (``rec`` bytes) of its range. A held
@@ -134,8 +135,8 @@ def hold_requests(ops: list[Op], r: random.Random, share: float,
     kernel built the request's iovec on), drawn from ``keep``, another.
     ``VECTOR_SHARE`` are vectored (``segs``: page-sized or larger segments, up to
     ``HEAP_IOVECS``, where the kernel's iovec array is on the heap, not the submitter's
-    stack; a vectored write grows to that many pages), drawn from ``vector``, a third. The generators advance on reads and
-    writes alone."""
+    stack; a vectored write grows to that many pages), drawn from ``vector``, a third.
+    The generators advance on reads and writes alone."""
     if (props or {}).get("primarycache", "all") == "all":
         return ops
     def draw(o: Op) -> Op:
