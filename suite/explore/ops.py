@@ -82,10 +82,14 @@ class Op(Step):
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        optional = ("buf_off", "slow_ms", "limit", "flags", "keep") + \
-            (("segs",) if self.op in HELD_OPS else ())
+        optional = ("buf_off", "slow_ms", "flags") + self._said_when_set()
         return {"op": self.op, **{k: d[k] for k in self.used_fields()
                                   if k not in optional or d[k]}}
+
+    def _said_when_set(self) -> tuple[str, ...]:
+        """Fields left out of the JSON and the rendering while unset: a limit, a kept
+        submitter, a held request's segments (0: one buffer)."""
+        return ("limit", "keep") + (("segs",) if self.op in HELD_OPS else ())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Op":
@@ -116,7 +120,7 @@ class Op(Step):
             if self.flags:
                 words.append(f"flags={self.flags}")
             return " ".join(words)
-        hide = ("limit", "keep") + (("segs",) if self.op in HELD_OPS else ())
+        hide = self._said_when_set()
         return " ".join([self.op] + [("O_DIRECT" if self.direct else "buffered")
                                      if k == "direct" else f"{k}={getattr(self, k)}"
                                      for k in self.used_fields()
