@@ -92,9 +92,11 @@ def test_zvol_syncs_are_inserted_without_changing_the_other_draws():
     for s in range(20):
         seed = sequence_seed(5, s)
         base = generate(seed, 60, "zvol", MIB_2, Choices(params=("zvol_dio_enabled",)))
-        synced = generate(seed, 60, "zvol", MIB_2, Choices(zfs_ops=True,
+        # (the synced rewrites, a draw of their own: tests/test_explore_rewrite.py)
+        synced = generate(seed, 60, "zvol", MIB_2, Choices(zfs_ops=True, synced_rewrite_share=0.0,
                                                           params=("zvol_dio_enabled",)))
         none = generate(seed, 60, "zvol", MIB_2, Choices(zfs_ops=True, zvol_sync_share=0.0,
+                                                        synced_rewrite_share=0.0,
                                                         params=("zvol_dio_enabled",)))
         assert none == base and "txg_sync" not in {o.op for o in base.ops}
         assert [o for o in synced.ops if o.op != "txg_sync"] == list(base.ops)
@@ -641,7 +643,8 @@ def test_zvol_sequences_of_a_direct_io_build_run_under_its_conditions():
     from suite.explore.ops import WRITES
     ch = Choices(zfs_ops=True, params=("zvol_dio_enabled", "zvol_use_blk_mq",
                                        "zfs_vdev_direct_write_verify"),
-                 vol_have=("volblocksize", "compression", "checksum", "sync", "primarycache"))
+                 vol_have=("volblocksize", "compression", "checksum", "sync", "primarycache"),
+                 synced_rewrite_share=0.0)      # its own draw: tests/test_explore_rewrite.py
     seqs = [generate(sequence_seed(1, k), 40, "zvol", 3 << 20, ch) for k in range(200)]
     both = [q for q in seqs if q.params["zvol_dio_enabled"] == 1 and
             q.params["zfs_vdev_direct_write_verify"] == 1]

@@ -178,6 +178,10 @@ class Choices:
     # of their aligned O_DIRECT writes, from a racing buffer (their own generator): a
     # 15-minute run at 17b61d93af drew one such write in 14 sequences at 8% of requests
     zvol_racing_share: float = 0.25
+    # of the O_DIRECT writes of whole blocks in zvol sequences with the ZFS commands, those
+    # followed by a txg_sync and the same write again (a rewrite of blocks on disk with
+    # their bytes: what nopwrite acts on). Its own generator.
+    synced_rewrite_share: float = 0.3
     # of reads, those made by the kernel moving the target's bytes out (sendfile or
     # splice into tmpfs or a pipe, copy_file_range to another file system); of writes,
     # those whose bytes come in as user pages through a pipe (vmsplice, then splice).

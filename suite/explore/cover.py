@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from suite.explore.ops import Sequence
-from suite.explore.reach import from_runs, seq_cells, seq_tunables
+from suite.explore.reach import REWRITE_CELL, from_runs, seq_cells, seq_tunables
 
 SKIP = 400              # seeds looked at in a row for one that reaches a missing cell
 GIVE_UP = 3             # runs that drew a cell and never executed it: not here
@@ -28,6 +28,8 @@ class Cover:
         crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"),
                                         ("crash:power-slow", "power_cut"))
                         if op in choices.ops and choices.zfs_ops and target == "file")
+        if target == "zvol" and choices.zfs_ops and "txg_sync" in choices.ops:
+            crashes += (REWRITE_CELL,)      # drawn where the pool can be synced
         return cls(tuple(choices.params), crashes)
 
     def missing(self, runs: list[dict[str, Any]]) -> set[str]:

@@ -26,7 +26,7 @@ import random
 from dataclasses import replace
 
 from suite.explore.reshape import (batch_appends, crash_point, flag_requests, hold_requests, limit_writes,
-                                   records_covering,
+                                   records_covering, synced_rewrites,
                                    outward, power_cut)
 from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,
                                ZFS_OPS, Op, Sequence)
@@ -392,6 +392,10 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
     if target == "zvol" and zvol_dio_shaped(seed, ch) and "racing" in ch.bufs:
         ops = racing_writes(ops, random.Random(f"zvol-racing:{seed}"), ch.zvol_racing_share,
                             recordsize(props))
+    if syncs is not None and ch.synced_rewrite_share:    # whatever the build has: a gate's
+        # base (ARC nopwrite) and head draw the same ops
+        ops = synced_rewrites(ops, random.Random(f"synced-rewrite:{seed}"),
+                              ch.synced_rewrite_share, recordsize(props))
     return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                     init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
 

@@ -17,6 +17,7 @@ from suite.ioengine.explore.batch import BATCH_IFACES
 from suite.ioengine.explore.flags import READ_FLAGS, WRITE_FLAGS
 from suite.ioengine.explore.held import iovec_of, submitter_of
 from suite.ioengine.explore.limits import LIMITS
+from suite.explore.reshape import synced_rewrite_at
 from suite.ioengine.explore.served import asks_direct as served_asks
 from suite.explore.ops import (BATCH_OPS, BUF_SOURCES, HELD_OPS, IO_OPS, ORIGINS, OUTWARD, READS, TRANSFER_OPS,
                                Sequence)
@@ -43,6 +44,8 @@ HELD_CELLS = ["held:held_read:rollback"] + [f"held:held_write:{t}"
 FLAG_CELLS = [f"flag:{f}:read" for f in READ_FLAGS] + [f"flag:{f}:write" for f in WRITE_FLAGS]
 # Appends submitted together: by interface, alone or under RLIMIT_FSIZE with room for one.
 BATCH_CELLS = [f"batch:{i}{c}" for i in BATCH_IFACES for c in ("", ":fsize")]
+# A write repeated with its very bytes after a txg_sync (what nopwrite acts on).
+REWRITE_CELL = "rewrite:synced"
 
 
 def batch_cell(iface: str, fsize: bool) -> str:
@@ -172,7 +175,8 @@ def seq_cells(seq: Sequence) -> list[str]:
                   {f"held:submitter:{submitter_of(o.iface, o.keep)}" for o in seq.ops
                    if o.op in HELD_OPS and o.iface != "sync"} |
                   {f"held:iovec:{iovec_of(o.segs)}" for o in seq.ops
-                   if o.op in HELD_OPS and o.iface != "sync"})
+                   if o.op in HELD_OPS and o.iface != "sync"} |
+                  ({REWRITE_CELL} if synced_rewrite_at(seq.ops) else set()))
 
 
 def run_reach(seq: Sequence, lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,6 +259,10 @@ def run_cells(lines: Iterable[dict[str, Any]], seq: Sequence | None = None) -> l
     cells |= {f"flag:{ln['flags']}:{direction(str(ln.get('op')))}" for ln in lines
               if ln.get("event") == "op" and ln.get("op") in IO_OPS and ln.get("flags")
               and ln.get("outcome") in ("ok", "failed")}
+    # A rewrite of blocks on disk executed: Direct I/O served it.
+    if seq is not None and set(synced_rewrite_at(seq.ops)) & {
+            ln.get("i") for ln in lines if ln.get("event") == "op" and ln.get("served") == "dio"}:
+        cells.add(REWRITE_CELL)
     if seq is not None and any(ln.get("event") == "op" for ln in lines):
         cells |= set(crowd_cells(seq, [int(ln["actors"]) for ln in lines if ln.get("event") == "op"
                                        and ln.get("op") == "actors" and ln.get("ok") and ln.get("actors")]))
@@ -278,7 +286,7 @@ class Reach:
         """Cells no sequence reached: every origin x direction, every value of the
         ``params`` (those the build has), each caller with each number of actors, each
         mover, and the ``crashes`` cells asked for (``crash:freeze``, ``crash:power``,
-        ``crash:power-slow``)."""
+        ``crash:power-slow``; a zvol's ``rewrite:synced``)."""
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
         want += CALLER_CELLS
@@ -368,6 +376,8 @@ def table(drawn_: Reach, executed: Reach | None = None) -> str:
     lines.append("  " + "  ".join(f"{c.removeprefix('held:')} {cell(c)}" for c in HELD_CELLS))
     lines.append(f"appends submitted together (RWF_APPEND): sequences ({head})")
     lines.append("  " + "  ".join(f"{c.removeprefix('batch:')} {cell(c)}" for c in BATCH_CELLS))
+    lines.append(f"O_DIRECT rewrites of blocks on disk, their bytes (nopwrite's shape): "
+                 f"sequences ({head}) {cell(REWRITE_CELL)}")
     lines.append("who issues the requests: sequences")
     for c in CALLER_CELLS:
         lines.append(f"  {c.removeprefix('caller:'):32s} {drawn_.tunables.get(c, 0)}")

@@ -5,7 +5,8 @@ out of the target or user pages in through a pipe (``outward``), and a crash poi
 (``power_cut``), writes cut by a limit reached mid-request (``limit_writes``),
 per-call flags on reads and writes (``flag_requests``), requests held in flight
 while a rollback or a barrier runs (``hold_requests``), and appends submitted
-together (``batch_appends``)."""
+together (``batch_appends``), and rewrites of blocks already on disk
+(``synced_rewrites``)."""
 from __future__ import annotations
 
 import random
@@ -115,6 +116,63 @@ def records_covering(off: int, n: int, rec: int) -> tuple[int, int]:
     start = off - off % rec
     end = -(-(off + n) // rec) * rec
     return start, end - start
+
+
+REWRITTEN = ("pwrite", "pwritev")      # the writes a synced rewrite lays down again
+# ops that leave the target's bytes as they were
+LEAVE_BYTES = READS + ("mmap_read", "sendfile_out", "splice_out", "copy_out")
+
+
+def whole_blocks(o: Op, rec: int) -> bool:
+    """``o`` is an O_DIRECT write of whole ``rec`` blocks on aligned pages: what a zvol
+    serves by Direct I/O. Its buffer is not asked (a racing one stays racing where write
+    verify is on, the build's draw): a gate's base and head draw the same rewrites."""
+    return o.op in REWRITTEN and o.direct and o.len > 0 and o.off % rec == 0 and \
+        o.len % rec == 0 and o.buf not in ("holed", "anon_offset") and \
+        o.buf_off % PAGE == 0 and not o.limit and not o.flags
+
+
+def _untouched(kept: list[Op], o: Op) -> list[Op]:
+    """The writes of ``kept`` whose bytes ``o`` leaves as they were."""
+    if o.op in LEAVE_BYTES or o.len <= 0:
+        return kept
+    return [k for k in kept if k.off + k.len <= o.off or o.off + o.len <= k.off]
+
+
+def synced_rewrites(ops: list[Op], r: random.Random, share: float, rec: int) -> list[Op]:
+    """``share`` of the O_DIRECT writes of whole blocks are followed by a ``txg_sync``
+    and that write again: a rewrite of blocks already on disk with their very bytes,
+    which is what nopwrite (compression and a dedup-capable checksum) and dedup act on.
+    Drawn apart, a rewrite lands in the txg of the write it repeats, or after other
+    writes changed its blocks, and never reaches them (zvol-dio 68a939265f's nopwrite
+    VERIFY: at seed 1 the first such rewrite was the 20th sequence). The generator
+    advances on those writes alone."""
+    out: list[Op] = []
+    for o in ops:
+        out.append(o)
+        if whole_blocks(o, rec) and r.random() < share:
+            out += [Op("txg_sync"), o]
+    return out
+
+
+def synced_rewrite_at(ops: tuple[Op, ...] | list[Op]) -> list[int]:
+    """Indexes of the writes that repeat an earlier write (same op, range and bytes,
+    nothing written over it since) with a ``txg_sync`` between: rewrites of blocks on
+    disk with their bytes."""
+    synced: list[Op] = []
+    pending: list[Op] = []
+    at = []
+    for i, o in enumerate(ops):
+        if o.op == "txg_sync":
+            synced, pending = synced + pending, []
+            continue
+        if o.op in REWRITTEN and o.buf != "racing" and \
+                any((s.off, s.len, s.data) == (o.off, o.len, o.data) for s in synced):
+            at.append(i)
+        synced, pending = _untouched(synced, o), _untouched(pending, o)
+        if o.op in REWRITTEN and o.buf != "racing":     # its bytes: one of two
+            pending.append(o)
+    return at
 
 
 def hold_requests(ops: list[Op], r: random.Random, share: float,
