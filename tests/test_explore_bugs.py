@@ -295,6 +295,30 @@ def test_a_bug_that_names_a_kernel_is_explored_there_in_a_run_of_its_own(tmp_pat
     assert read_explore_at(OTHER, [tmp_path / "from"]).sequences == 2
 
 
+def test_a_bug_seen_on_any_kernel_too_is_explored_on_the_default_one(tmp_path, monkeypatch):
+    """A bug whose symptom also lists a report any kernel makes (write-iovec-use-after-
+    free: KASAN's, or an oops once the submitter is gone) names the debug kernel for its
+    cases, and is explored in the default kernel's run at its commit."""
+    import dataclasses
+    from suite.campaign.lanes.explore import explore_kernel
+    both = dataclasses.replace(bug("uaf", bad=OTHER, kinds=("kernel:kasan", "kernel:oops")),
+                               kernel="debian-6.1-debug")
+    only = dataclasses.replace(both, symptom=dataclasses.replace(both.symptom,
+                                                                 kinds=["kernel:kasan"]))
+    assert (explore_kernel(both), explore_kernel(only)) == ("", "debian-6.1-debug")
+    m = manifest(bug("a", bad=OTHER), both)
+    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
+    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
+    calls: list[tuple[str, str]] = []
+
+    def fake(name, commit, root, extra, plan, kernel=""):
+        calls.append((commit, kernel))
+        return ExploreAt(commit[:11], "900s", sequences=4)
+    monkeypatch.setattr(explorebugs, "run_explore_at", fake)
+    knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)])
+    assert calls == [(OTHER, "")]
+
+
 def test_an_inconclusive_explore_alone_exits_non_zero(tmp_path, monkeypatch):
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": manifest(bug())})
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
