@@ -264,15 +264,9 @@ def test_a_commit_shared_by_several_bugs_runs_explore_once(tmp_path, monkeypatch
     assert "not run here (explore only)" in capsys.readouterr().out
 
 
-def test_a_bug_that_names_a_kernel_is_explored_there_in_a_run_of_its_own(tmp_path, monkeypatch):
-    """A use-after-free only KASAN reports: the bug names the debug kernel, so explore at
-    its commit runs twice, on the default kernel (shared by the other bugs there) and on
-    that one (its cell reads that run); --explore-from tells the two apart by the kernel
-    profile in each run's build record."""
-    import dataclasses
-    uaf = dataclasses.replace(bug("uaf", bad=OTHER, kinds=("kernel:kasan",)),
-                              kernel="debian-6.1-debug")
-    m = manifest(bug("a", bad=OTHER), uaf)
+def _explore_runs(tmp_path, monkeypatch, m) -> list[tuple[str, str]]:
+    """The (commit, kernel) of each explore run ``bugs --explore-only`` starts for ``m``
+    (each run a stand-in: 9 sequences on a named kernel, 2 on the default one)."""
     monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
     monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
     calls: list[tuple[str, str]] = []
@@ -282,6 +276,18 @@ def test_a_bug_that_names_a_kernel_is_explored_there_in_a_run_of_its_own(tmp_pat
         return ExploreAt(commit[:11], "900s", sequences=9 if kernel else 2)
     monkeypatch.setattr(explorebugs, "run_explore_at", fake)
     knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)])
+    return calls
+
+
+def test_a_bug_that_names_a_kernel_is_explored_there_in_a_run_of_its_own(tmp_path, monkeypatch):
+    """A use-after-free only KASAN reports: the bug names the debug kernel, so explore at
+    its commit runs twice, on the default kernel (shared by the other bugs there) and on
+    that one (its cell reads that run); --explore-from tells the two apart by the kernel
+    profile in each run's build record."""
+    import dataclasses
+    uaf = dataclasses.replace(bug("uaf", bad=OTHER, kinds=("kernel:kasan",)),
+                              kernel="debian-6.1-debug")
+    calls = _explore_runs(tmp_path, monkeypatch, manifest(bug("a", bad=OTHER), uaf))
     assert sorted(calls) == [(OTHER, ""), (OTHER, "debian-6.1-debug")]
     md = next(tmp_path.glob("bugs-*/explore-at-bad.md")).read_text()
     assert "(9 sequences)" in row_of(md, "uaf") and "(2 sequences)" in row_of(md, "a")
@@ -306,17 +312,8 @@ def test_a_bug_seen_on_any_kernel_too_is_explored_on_the_default_one(tmp_path, m
     only = dataclasses.replace(both, symptom=dataclasses.replace(both.symptom,
                                                                  kinds=["kernel:kasan"]))
     assert (explore_kernel(both), explore_kernel(only)) == ("", "debian-6.1-debug")
-    m = manifest(bug("a", bad=OTHER), both)
-    monkeypatch.setattr(knownbugs.series, "available", lambda: {"async-dio": m})
-    monkeypatch.setenv("OZFS_VMCI_RESULTS", str(tmp_path))
-    calls: list[tuple[str, str]] = []
-
-    def fake(name, commit, root, extra, plan, kernel=""):
-        calls.append((commit, kernel))
-        return ExploreAt(commit[:11], "900s", sequences=4)
-    monkeypatch.setattr(explorebugs, "run_explore_at", fake)
-    knownbugs.run_bugs("async-dio", [], "", [], lanes=[ExploreLane("15m", only=True)])
-    assert calls == [(OTHER, "")]
+    assert _explore_runs(tmp_path, monkeypatch, manifest(bug("a", bad=OTHER), both)) == \
+        [(OTHER, "")]
 
 
 def test_an_inconclusive_explore_alone_exits_non_zero(tmp_path, monkeypatch):
