@@ -78,3 +78,24 @@ def test_rwf_hipri_on_a_buffered_descriptor_is_not_drawn_even_under_direct_alway
         Op("pread", direct=False, off=0, len=4096, buf="fork"),
         Op("pread", direct=True, off=0, len=4096, buf="memfd", flags="hipri")))
     assert can(seq) == [False, True, True]
+
+
+def test_a_write_cut_by_a_refquota_moves_to_the_end_of_the_file_and_spans_two_records():
+    """A refquota cuts only a write that needs new space (an overwrite's chunks never
+    find it reached): a quota write goes to the file's end as the ops before it left it,
+    at least two records long, where there is room; the others stay."""
+    from suite.explore.eligible import quota_writes_grow
+    q = Op("pwrite", iface="libaio", direct=True, off=0, len=4096, buf="heap", data=2,
+           limit="quota")
+    seq = Sequence(1, init_size=20000, file_size_max=1 << 20, props={"recordsize": "16K"},
+                   ops=(Op("pwrite", off=40000, len=100, buf="anon", data=1), q, q,
+                        Op("verify")))
+    out = quota_writes_grow(seq).ops
+    assert [(o.off, o.len) for o in out[1:3]] == [(49152, 32768), (81920, 32768)]
+    assert out[0] == seq.ops[0] and out[3] == seq.ops[3] and out[1].data == 2
+    full = Sequence(1, init_size=(1 << 20) - 16384, file_size_max=1 << 20,
+                    props={"recordsize": "16K"}, ops=(q,))
+    assert quota_writes_grow(full) == full                # no room for two records
+    fsize = Sequence(1, init_size=0, props={"recordsize": "16K"},
+                     ops=(Op("pwrite", off=0, len=4096, buf="heap", limit="fsize"),))
+    assert quota_writes_grow(fsize) == fsize

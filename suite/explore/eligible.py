@@ -104,3 +104,24 @@ def servable(seq: Sequence, asks: Any) -> list[bool]:
         out.append(ok)
         st.after(o)
     return out
+
+
+def quota_writes_grow(seq: Sequence) -> Sequence:
+    """``seq`` with each write cut by a refquota (``limit = "quota"``) moved to the
+    file's end as the ops before it leave it (its next record boundary) and made at
+    least two records long, where the file has room below ``file_size_max``. A
+    refquota cuts only a write that needs new space: an overwrite's old blocks are freed
+    in its txg, so its chunks never find the quota reached (OpenZFS returns EDQUOT only
+    when what is referenced, with nothing in flight, is at the quota). 2026-12-07 at
+    30582e2f4c: the quota writes explore drew overwrote the file's blocks and returned
+    their full counts; the short write reported as an error needs the second chunk cut."""
+    rec, st, ops = recordsize(seq.props), _State(seq), []
+    for o in seq.ops:
+        if getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append":
+            start, n = -(-st.size // rec) * rec, max(o.len, 2 * rec)
+            if start + n <= seq.file_size_max:
+                o = replace(o, off=start, len=n)
+        ops.append(o)
+        st.after(o)
+    return replace(seq, ops=tuple(ops))
+

@@ -396,8 +396,10 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
         # base (ARC nopwrite) and head draw the same ops
         ops = synced_rewrites(ops, random.Random(f"synced-rewrite:{seed}"),
                               ch.synced_rewrite_share, recordsize(props))
-    return Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
-                    init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
+    seq = Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
+                   init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
+    from suite.explore.eligible import quota_writes_grow     # it reads gen's recordsize
+    return quota_writes_grow(seq) if any(o.limit == "quota" for o in ops) else seq
 
 
 def zvol_dio_shaped(seed: int, ch: Choices) -> bool:
