@@ -219,14 +219,14 @@ def test_export_leaves_out_missing_blobs_unless_needed(repos):
 
 
 def test_a_commit_lists_every_bug_it_has_and_fixes():
-    """`suite series` showed one bug per commit: 317cbaa57 names four (#25)."""
+    """`suite series` showed one bug per commit: 317cbaa57 names three (#25)."""
     from suite.source import series as s
     m = s.available()["async-dio"]
     tags = m.bug_tags("317cbaa578bea7a09873e5c709540981ba02f409")
     has = tags.split("[has ", 1)[1].split("]", 1)[0].split(", ")
-    assert len(has) == 4 and "short-write-reported-as-error" in has
+    assert len(has) == 3 and "fsync-hang-uninit-counter" in has
     assert "[fixes fsync-ignores-queued-writes]" in tags
     barriers = m.bug_tags("30582e2f4cc8632d669a23cffb214c50def99abf")
     assert "[has fsync-ignores-queued-writes, syncfs-ignores-queued-writes, " \
-        "write-iovec-use-after-free]" in barriers
+        "short-write-reported-as-error, write-iovec-use-after-free]" in barriers
     assert m.bug_tags("0" * 40) == ""
