@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from suite.explore.gen import recordsize
-from suite.explore.ops import IO_OPS, READS, SYNC_OPS, Sequence
+from suite.explore.ops import IO_OPS, READS, SYNC_OPS, Sequence, recordsize
 
 PAGE = 4096
 # Ops that lay bytes at [off, off+len) of the target (and may move its end).

@@ -28,8 +28,9 @@ from dataclasses import replace
 from suite.explore.reshape import (batch_appends, crash_point, flag_requests, hold_requests, limit_writes,
                                    records_covering, synced_rewrites,
                                    outward, power_cut)
-from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,
-                               ZFS_OPS, Op, Sequence)
+from suite.explore.eligible import quota_writes_grow
+from suite.explore.ops import (OUTWARD, READS, TARGETS, WRITES,  # noqa: F401 (re-exported)
+                               ZFS_OPS, Op, Sequence, recordsize, size_of)
 
 # The generator's tables, re-exported: explore's modules import them from here.
 from suite.explore.choices import (  # noqa: F401
@@ -46,16 +47,6 @@ FILE_BACKED = ("shared_file", "map_private_zfs", "map_shared_zfs")
 def sequence_seed(master: int, k: int) -> int:
     """The seed of sequence ``k`` of a run with master seed ``master`` (48 bits)."""
     return int.from_bytes(hashlib.sha256(f"explore:{master}:{k}".encode()).digest()[:6], "big")
-
-
-def size_of(text: str) -> int:
-    """``4K``, ``1M``, ``512`` as bytes."""
-    unit = {"K": 10, "M": 20}.get(text[-1:].upper(), 0)
-    return int(text[:-1] if unit else text) << unit
-
-
-def recordsize(props: dict[str, str]) -> int:
-    return size_of(props.get("volblocksize") or props.get("recordsize") or "128K")
 
 
 class _Gen:
@@ -398,7 +389,6 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                               ch.synced_rewrite_share, recordsize(props))
     seq = Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                    init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
-    from suite.explore.eligible import quota_writes_grow     # it reads gen's recordsize
     return quota_writes_grow(seq) if any(o.limit == "quota" for o in ops) else seq
 
 

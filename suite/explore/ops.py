@@ -14,7 +14,8 @@ from suite.ioengine.explore.requests import SOURCES as BUF_SOURCES
 from suite.ioengine.explore.step import CRASH_OPS, IFACES, POWER_OPS, ZFS_OPS, Step
 
 __all__ = ["BATCH_OPS", "HELD_OPS", "OUTWARD", "CRASH_OPS", "POWER_OPS", "BUF_SOURCES", "ORIGINS", "FORMAT_VERSION", "IFACES", "IO_OPS", "OP_KINDS", "READS", "RANGE_OPS",
-           "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence"]
+           "SYNC_OPS", "TARGETS", "TRANSFER_OPS", "WRITES", "ZFS_OPS", "Op", "Sequence", "recordsize",
+           "size_of"]
 
 READS = ("pread", "preadv")
 WRITES = ("pwrite", "pwritev")
@@ -214,3 +215,15 @@ class Sequence:
         for i, o in enumerate(self.ops):
             lines.append(f"{'=>' if i == mark else '  '} {i:3d}  {o.render()}")
         return "\n".join(lines)
+
+
+def size_of(text: str) -> int:
+    """``4K``, ``1M``, ``512`` as bytes."""
+    unit = {"K": 10, "M": 20}.get(text[-1:].upper(), 0)
+    return int(text[:-1] if unit else text) << unit
+
+
+def recordsize(props: dict[str, str]) -> int:
+    """A sequence's record (a zvol's ``volblocksize``, a file's ``recordsize``) in bytes."""
+    return size_of(props.get("volblocksize") or props.get("recordsize") or "128K")
+
