@@ -109,11 +109,12 @@ def quota_writes_grow(seq: Sequence) -> Sequence:
     """``seq`` with each write cut by a refquota (``limit = "quota"``) moved to the
     file's end as the ops before it leave it (its next record boundary) and made at
     least two records long, where the file has room below ``file_size_max``. A
-    refquota cuts only a write that needs new space: an overwrite's old blocks are freed
-    in its txg, so its chunks never find the quota reached (OpenZFS returns EDQUOT only
-    when what is referenced, with nothing in flight, is at the quota). 2026-12-07 at
-    30582e2f4c: the quota writes explore drew overwrote the file's blocks and returned
-    their full counts; the short write reported as an error needs the second chunk cut."""
+    refquota cuts only a write of two chunks or more that needs new space: OpenZFS
+    checks a chunk against what is referenced and in flight before it, and an
+    overwrite's old blocks are freed in its txg. 2026-12-07 at 30582e2f4c: a write of
+    two 16K records from the end of a new file was cut (EDQUOT, one record landed);
+    the quota writes explore drew returned their full counts, and so did sequence 1's
+    two once moved here (why is not known yet)."""
     rec, st, ops = recordsize(seq.props), _State(seq), []
     for o in seq.ops:
         if getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append":
