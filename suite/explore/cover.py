@@ -17,7 +17,7 @@ GIVE_UP = 3             # runs that drew a cell and never executed it: not here
 class Cover:
     """Which cells are still to execute (those the session can draw at all)."""
     params: tuple[str, ...]
-    crashes: tuple[str, ...]
+    asked: tuple[str, ...]     # crash points and a zvol's synced rewrite, where drawn
     skipped: int = 0
     given_up: list[str] = field(default_factory=list)
     _left: tuple[int, set[str]] = (-1, set())     # (runs it was worked out for, cells)
@@ -25,12 +25,12 @@ class Cover:
     @classmethod
     def of(cls, choices: Any, target: str) -> "Cover":
         """The cells of a session that draws from ``choices`` on ``target``."""
-        crashes = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"),
-                                        ("crash:power-slow", "power_cut"))
-                        if op in choices.ops and choices.zfs_ops and target == "file")
+        asked = tuple(c for c, op in (("crash:freeze", "freeze"), ("crash:power", "power_cut"),
+                                      ("crash:power-slow", "power_cut"))
+                      if op in choices.ops and choices.zfs_ops and target == "file")
         if target == "zvol" and choices.zfs_ops and "txg_sync" in choices.ops:
-            crashes += (REWRITE_CELL,)      # drawn where the pool can be synced
-        return cls(tuple(choices.params), crashes)
+            asked += (REWRITE_CELL,)      # drawn where the pool can be synced
+        return cls(tuple(choices.params), asked)
 
     def missing(self, runs: list[dict[str, Any]]) -> set[str]:
         """The cells left; worked out once per run added (runs only grow), not once per
@@ -42,7 +42,7 @@ class Cover:
     def _work_out(self, runs: list[dict[str, Any]]) -> set[str]:
         done = from_runs(runs, "executed")
         drawn = from_runs(runs)
-        left = set(done.missing(self.params, self.crashes))
+        left = set(done.missing(self.params, self.asked))
         for c in sorted(left):
             if drawn.cells.get(c, 0) + drawn.tunables.get(c, 0) >= GIVE_UP and \
                     c not in self.given_up:

@@ -66,7 +66,7 @@ def print_draws(seed: int, draws: str, target: str = "file") -> int:
     ch = Choices(params=tuple(sorted(param_table(target))), zfs_ops=True)
     r = reach.drawn(generate(sequence_seed(seed, k), 40, target, 3 << 20, ch) for k in range(n))
     print(reach.table(r))
-    missing = r.missing(crashes=(reach.REWRITE_CELL,) if target == "zvol" else ())
+    missing = r.missing(asked=(reach.REWRITE_CELL,) if target == "zvol" else ())
     print(f"not drawn in {n} sequences: {', '.join(missing)}" if missing
           else f"every cell drawn in {n} sequences")
     return 0

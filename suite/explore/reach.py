@@ -282,10 +282,10 @@ class Reach:
         self.tunables.update(set(tunables))
 
     def missing(self, params: Iterable[str] = tuple(TUNABLES),
-                crashes: Iterable[str] = ()) -> list[str]:
+                asked: Iterable[str] = ()) -> list[str]:
         """Cells no sequence reached: every origin x direction, every value of the
         ``params`` (those the build has), each caller with each number of actors, each
-        mover, and the ``crashes`` cells asked for (``crash:freeze``, ``crash:power``,
+        mover, and the ``asked`` cells the session can draw (``crash:freeze``, ``crash:power``,
         ``crash:power-slow``; a zvol's ``rewrite:synced``)."""
         want = [f"{r}:{d}" for r in ROWS for d in DIRECTIONS]
         want += [f"{k}={v}" for k in params if k in TUNABLES for v in sorted(set(TUNABLES[k]))]
@@ -294,7 +294,7 @@ class Reach:
         want += [f"moved:{m}" for m in MOVERS]
         want += [f"limit:{k}" for k in LIMITS]
         want += FLAG_CELLS + HELD_CELLS + BATCH_CELLS
-        want += list(crashes)
+        want += list(asked)
         have = set(self.cells) | set(self.tunables)
         return [c for c in want if c not in have]
 
