@@ -3,6 +3,8 @@
 alone. Each rule on a hand-made sequence, with the request it must keep beside it."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from suite.explore import reach
 from suite.explore.eligible import servable
 from suite.explore.ops import Op, Sequence
@@ -80,17 +82,31 @@ def test_rwf_hipri_on_a_buffered_descriptor_is_not_drawn_even_under_direct_alway
     assert can(seq) == [False, True, True]
 
 
-def test_a_write_cut_by_a_refquota_moves_to_the_end_of_the_file_and_spans_two_records():
-    """A refquota cuts only a write that needs new space (an overwrite's chunks never
-    find it reached): a quota write goes to the file's end as the ops before it left it,
-    at least two records long, where there is room; the others stay."""
+def test_a_write_cut_by_a_refquota_goes_where_openzfs_can_cut_it():
+    """A refquota stops an O_DIRECT write part way only when its first record gets a
+    transaction of its own: while the file is one block smaller than a record. The
+    first quota write moves to the front, at the first record boundary at or past the
+    initial size, two to four records long (fewer than four below 128K records); the
+    others go to the file's end as the ops before them left it, two records at least,
+    where there is room."""
     from suite.explore.eligible import quota_writes_grow
     q = Op("pwrite", iface="libaio", direct=True, off=0, len=4096, buf="heap", data=2,
            limit="quota")
+    w = Op("pwrite", off=40000, len=100, buf="anon", data=1)
+    small = Sequence(1, init_size=12000, file_size_max=1 << 20, props={"recordsize": "16K"},
+                     ops=(w, q, Op("verify"), q))
+    out = quota_writes_grow(small).ops
+    assert [o.op for o in out] == ["pwrite", "pwrite", "verify", "pwrite"]
+    assert (out[0].off, out[0].len, out[0].limit) == (16384, 32768, "quota")
+    assert out[1] == w and out[3].off == 49152 and out[3].len == 32768
+    wide = replace(small, ops=(replace(q, len=1 << 19),))
+    assert quota_writes_grow(wide).ops[0].len == 4 * 16384 - 4096     # one transaction past that
+    big = replace(small, props={"recordsize": "128K"}, ops=(replace(q, len=1 << 19),))
+    assert (quota_writes_grow(big).ops[0].off, quota_writes_grow(big).ops[0].len) == \
+        (131072, 1 << 19)
     seq = Sequence(1, init_size=20000, file_size_max=1 << 20, props={"recordsize": "16K"},
-                   ops=(Op("pwrite", off=40000, len=100, buf="anon", data=1), q, q,
-                        Op("verify")))
-    out = quota_writes_grow(seq).ops
+                   ops=(w, q, q, Op("verify")))
+    out = quota_writes_grow(seq).ops                # a file past one record: at its end
     assert [(o.off, o.len) for o in out[1:3]] == [(49152, 32768), (81920, 32768)]
     assert out[0] == seq.ops[0] and out[3] == seq.ops[3] and out[1].data == 2
     full = Sequence(1, init_size=(1 << 20) - 16384, file_size_max=1 << 20,

@@ -29,6 +29,7 @@ from typing import Any
 from suite.explore.ops import IO_OPS, READS, SYNC_OPS, Sequence, recordsize
 
 PAGE = 4096
+SPA_OLD_MAXBLOCKSIZE = 128 * 1024    # the records zfs_write borrows a buffer for at any length
 # Ops that lay bytes at [off, off+len) of the target (and may move its end).
 EXTENDERS = IO_OPS + ("copy_range", "clone_range", "sendfile", "splice", "vmsplice_in",
                       "held_write", "actors")
@@ -105,23 +106,49 @@ def servable(seq: Sequence, asks: Any) -> list[bool]:
     return out
 
 
+def _quota_len(length: int, rec: int) -> int:
+    """A quota write's length: two records at least; under 128K records fewer than
+    four (OpenZFS commits a deferred first record of its own only below that)."""
+    n = max(length, 2 * rec)
+    return n if rec >= SPA_OLD_MAXBLOCKSIZE else min(n, 4 * rec - PAGE)
+
+
 def quota_writes_grow(seq: Sequence) -> Sequence:
-    """``seq`` with each write cut by a refquota (``limit = "quota"``) moved to the
-    file's end as the ops before it leave it (its next record boundary) and made at
-    least two records long, where the file has room below ``file_size_max``. A
-    refquota cuts only a write of two chunks or more that needs new space: OpenZFS
-    checks a chunk against what is referenced and in flight before it, and an
-    overwrite's old blocks are freed in its txg. 2026-12-07 at 30582e2f4c: a write of
-    two 16K records from the end of a new file was cut (EDQUOT, one record landed);
-    the quota writes explore drew returned their full counts, and so did sequence 1's
-    two once moved here (why is not known yet)."""
-    rec, st, ops = recordsize(seq.props), _State(seq), []
-    for o in seq.ops:
-        if getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append":
+    """``seq`` with its writes cut by a refquota (``limit = "quota"``) where OpenZFS
+    can cut them. A refquota is checked before each transaction against what is
+    referenced and in flight, so it stops a write part way only when the write spans
+    two transactions and the first needs new space. An O_DIRECT write is one
+    transaction, except while the file is one block smaller than a record: then its
+    first record goes through the ARC in a transaction of its own (``zfs_write``'s
+    ``o_direct_defer``, under the whole-file range lock that grows the block).
+
+    So the first quota write moves to the front of the sequence, at the first record
+    boundary at or past ``init_size`` and two to four records long, where the file
+    starts smaller than a record; the others (and that one where the file starts
+    bigger) go to the file's end as the ops before them leave it, two records long at
+    least, where ``file_size_max`` leaves room. Measured 2026-12-07 at 30582e2f4c: a
+    write of two 16K records from the end of a new file was cut (EDQUOT, one record
+    landed); quota writes moved to the end of a file of many records returned their
+    full counts (one transaction)."""
+    rec = recordsize(seq.props)
+    quota = [i for i, o in enumerate(seq.ops) if getattr(o, "limit", "") == "quota"
+             and getattr(o, "flags", "") != "append"]
+    if not quota:
+        return seq
+    ops = list(seq.ops)
+    first = ops[quota[0]]
+    start, n = -(-seq.init_size // rec) * rec, _quota_len(first.len, rec)
+    moved = -(-seq.init_size // 512) * 512 < rec and start + n <= seq.file_size_max
+    if moved:
+        del ops[quota[0]]
+        ops.insert(0, replace(first, off=start, len=n))
+    st, out = _State(seq), []
+    for i, o in enumerate(ops):
+        if getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append" \
+                and not (moved and i == 0):
             start, n = -(-st.size // rec) * rec, max(o.len, 2 * rec)
             if start + n <= seq.file_size_max:
                 o = replace(o, off=start, len=n)
-        ops.append(o)
+        out.append(o)
         st.after(o)
-    return replace(seq, ops=tuple(ops))
-
+    return replace(seq, ops=tuple(out))
