@@ -310,6 +310,56 @@ def test_a_known_hang_is_avoided_from_then_on_on_the_kernels_it_names(tmp_path: 
                      ex.last[next(iter(ex.last))]) is not None
 
 
+LOCKDEP = ("WARNING: possible recursive locking detected",
+           "python3/412 is trying to acquire lock:",
+           "ffff8880 (&sb->s_type->i_mutex_key#16){++++}-{3:3}, at: zpl_clone_file_range_impl+0x1b4/0x3a0 [zfs]",
+           "Call Trace:", " zpl_clone_file_range_impl+0x1b4/0x3a0 [zfs]",
+           " zpl_remap_file_range+0x5c/0x90 [zfs]", " do_clone_file_range+0x1f1/0x5e0")
+
+
+class LockdepIn(FakeKernel):
+    """A lockdep kernel whose every fresh boot reports at its first copy_range."""
+
+    def run_sequence(self, seq_file, target, timeout_s, extra=()):
+        ops = json.loads(seq_file.read_text())["ops"]
+        lines: list[dict[str, Any]] = []
+        for i, op in enumerate(ops):
+            lines.append({"event": "begin", "i": i, "op": op["op"]})
+            if op["op"] == "copy_range":
+                self.dead = True
+                f = Finding("lockdep", "error", f"[  88.1] {LOCKDEP[0]}", 7, LOCKDEP[1:])
+                return RunOutput(lines, None, "", kernel_trip(f, InFlight.of(lines).op(), 3.0))
+            lines.append(ok_line(i, op["op"]))
+        lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+        return RunOutput(lines, 0, "")
+
+
+def test_a_known_report_that_every_fresh_guest_raises_in_an_op_avoids_that_op(tmp_path: Path):
+    """A lockdep kernel reports a known finding at the first clone between two files of
+    every boot (async-dio 30582e2f4c on debian-6.1-debug: zpl_clone_file_range_impl):
+    counted as known once, the guest replaced, copy_range generated no more, and the
+    sequence run again past it; a report in another op is not avoided."""
+    from suite.explore.crashes.avoid import known_report, report_op
+    from suite.report.upstream import load
+    nesting = next(f for f in load() if f.id == "remap-lock-two-no-lockdep-nesting")
+    fleet = Fleet(LockdepIn)
+    ex = Explorer(fleet.guests[0], settings(tmp_path, kernel_release="6.1.0-57-amd64",
+                                            upstream=[nesting], max_findings=3),
+                  Choices(), log=lambda _: None, renew=fleet.renew)
+    res = ex.run(1, parse_budget("12x"))
+    assert res.known == 1 and not res.findings
+    assert res.avoided[0]["op"] == "copy_range" and "raises its report" in res.avoided[0]["why"]
+    assert "copy_range" not in ex.choices.ops and res.boots == 1
+    again = [r for r in res.runs if r["resumed"]]
+    assert again and again[0]["state"] == "ok"
+    f = Finding("lockdep", "error", f"[  88.1] {LOCKDEP[0]}", 7, LOCKDEP[1:])
+    trip = kernel_trip(f, (3, "copy_range"))
+    assert report_op(trip, known_report(trip, "6.1.0", [nesting])) == "copy_range"
+    other = kernel_trip(f, (3, "pwrite"))
+    assert report_op(other, known_report(other, "6.1.0", [nesting])) == ""
+    assert report_op(trip, None) == "" and report_op(None, nesting) == ""
+
+
 def test_a_hang_this_run_found_is_avoided_once_shrunk(tmp_path: Path):
     """A hang no table knows (async-dio 317cbaa578: every fsync of a poisoned znode
     waits for good) is shrunk once; from then on its op is generated no more, so the

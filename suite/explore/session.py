@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
-from suite.explore.crashes.avoid import known_failure, known_hang, known_report
+from suite.explore.crashes.avoid import known_failure, known_hang, known_report, report_op
 from suite.explore.crashes.trip import Trip, signed_as
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
@@ -376,10 +376,12 @@ class Explorer:
             if v.failed:        # a report cut before its trace is the one with its title
                 sig = signature(seq, v)
                 sig = signed_as(sig, [*found, *self.s.known]) or sig
-                if hang is not None:
+                if hang is not None or report_op(v.trip, report):
+                    known = hang or report
                     result.known += 1
-                    result.runs[-1]["known"] = hang.id
-                    self.avoid(v.trip.op_kind, hang, seq.seed, result)
+                    result.runs[-1]["known"] = known.id
+                    self.avoid(v.trip.op_kind, known, seq.seed, result,
+                               does="hangs" if hang is not None else "raises its report")
                     if cover is not None:       # never drawn again: nothing will run it
                         cover.give_up(f"moved:{v.trip.op_kind}")
                     resume = past_known_hang(seq, v, v.trip.op_kind, resumes)
@@ -455,14 +457,14 @@ class Explorer:
         return True
 
     def avoid(self, op: str, finding: Any, seed: int, result: ExploreResult,
-              label: str = "") -> None:
-        """Generate no more ``op``: its hang is ``finding`` on this kernel (or, with
-        ``label``, a finding of this run)."""
+              label: str = "", does: str = "hangs") -> None:
+        """Generate no more ``op``: its hang (or, ``does``, its kernel report) is
+        ``finding`` on this kernel (or, with ``label``, a finding of this run)."""
         if op not in self.choices.ops:
             return
         self.choices = replace(self.choices, ops=tuple(o for o in self.choices.ops if o != op))
         name = label or f"known upstream finding {finding.id}"
-        why = f"{op} hangs on this kernel ({self.s.kernel_release or '?'}): {name}"
+        why = f"{op} {does} on this kernel ({self.s.kernel_release or '?'}): {name}"
         result.avoided.append({"op": op, "seed": seed,
                                "finding": finding.id if finding is not None else label,
                                "why": why})

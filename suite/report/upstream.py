@@ -54,6 +54,10 @@ class UpstreamFinding:
     # such an op from its first hang on (suite/explore/crashes/avoid.py).
     explore_hangs: tuple[str, ...] = ()
     linux_before: str = ""
+    # Explore: ops in which a kernel report of this finding's (by its signature) comes
+    # on every fresh guest (lockdep's: once a boot). Avoided from its first report on,
+    # so a debug kernel's guests are not each spent on it (crashes/avoid.py).
+    explore_report_ops: tuple[str, ...] = ()
     # Explore: ops whose failure of one of ``kinds`` is this finding (on kernels older
     # than ``linux_before``): counted and named as known, not shrunk again in a new shape.
     explore_ops: tuple[str, ...] = ()
@@ -201,7 +205,7 @@ def load(path: Path | None = None) -> list[UpstreamFinding]:
     return out
 
 
-_TUPLES = ("cases", "kinds", "explore_hangs", "explore_ops", "explore_callers", "explore_after", "also")
+_TUPLES = ("cases", "kinds", "explore_hangs", "explore_report_ops", "explore_ops", "explore_callers", "explore_after", "also")
 
 
 def _entry(f: dict) -> UpstreamFinding:

@@ -12,6 +12,9 @@ known finding the same way (:func:`known_failure`): its kind one of the finding'
 of its ``explore_after``; a kernel report by the finding's signature
 (:func:`known_report`: its title and frames, never its kind alone). Counted and
 named, not shrunk again (the finding met in a new shape is not a new finding).
+A known report raised in one of its finding's ``explore_report_ops`` comes again on
+every fresh guest (lockdep reports once a boot): that op is avoided too
+(:func:`report_op`), as a known hang's is.
 """
 from __future__ import annotations
 
@@ -90,3 +93,12 @@ def known_failure(kind: str | None, op_kind: str | None, release: str,
                 and (not getattr(f, "explore_why", "") or re.search(f.explore_why, why)):
             return f
     return None
+
+
+def report_op(trip: Trip | None, finding: Any) -> str:
+    """The op kind to avoid from now on for a known report (``finding``: what
+    :func:`known_report` named), or "": it came in one of the finding's
+    ``explore_report_ops``."""
+    if trip is None or finding is None:
+        return ""
+    return trip.op_kind if trip.op_kind in getattr(finding, "explore_report_ops", ()) else ""
