@@ -240,6 +240,16 @@ def test_simpler_only_touches_fields_the_op_uses():
                                                            (5000, 1, "sync", "heap")}
 
 
+def test_simpler_tries_the_least_length_before_half():
+    """A length the failure does not need goes in one try: a page (whole pages), else
+    one byte, then half (30582e2f4c: halving took a vmsplice from 32K to 1 in 15)."""
+    lens = [o.len for o in simpler(Op("vmsplice_in", off=0, len=32768, data=1))]
+    assert lens[:2] == [4096, 16384]
+    assert [o.len for o in simpler(Op("vmsplice_in", off=0, len=4096, data=1))][:2] == [1, 2048]
+    assert [o.len for o in simpler(Op("truncate", size=9))] == []
+    assert [o.len for o in simpler(Op("mmap_read", off=0, len=2))] == [1]
+
+
 # ---------------------------------------------------------------------------
 # verdicts
 # ---------------------------------------------------------------------------
