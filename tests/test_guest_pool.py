@@ -95,3 +95,23 @@ def test_a_partition_node_udev_has_not_made_yet_is_waited_for():
                                "on '/dev/nvme0n1p1': 19\n"), _Res(0)])
     assert _zfs(g).create_pool(PoolSpec(layout="mirror")).name == "tank"
     assert any("udevadm settle -t 120" in c for c in g.ran)
+
+
+def test_a_partition_node_that_never_comes_in_time_gets_partitions_made_by_the_harness():
+    """The debug kernel under TCG beside one other guest (2026-12-07): each of the three
+    creates labelled the disks again and gave up on udev after 30 s (ENODEV), and the
+    explore case proved nothing. Now the last try creates the pool on one partition a
+    disk, made by the harness and waited for: libzfs labels nothing and waits for
+    nothing."""
+    late = _Res(1, stderr="cannot label 'nvme0n1': failed to detect device partitions "
+                          "on '/dev/nvme0n1p1': 19\n")
+    g = _Guest([late, late, _Res(0)])
+    assert _zfs(g).create_pool(PoolSpec(layout="mirror")).name == "tank"
+    creates = [c for c in g.ran if " create " in c]
+    assert "/dev/nvme0n1p1" in creates[-1] and "/dev/nvme1n1p1" in creates[-1]
+    assert "/dev/nvme0n1p1" not in creates[0]
+    made = next(c for c in g.ran if "sgdisk -n 1:0:0" in c)
+    assert g.ran.index(made) < g.ran.index(creates[-1]) and "test -b /dev/nvme1n1p1" in made
+    busy = _Guest([BUSY, BUSY, _Res(0)])          # another settling refusal: whole disks
+    _zfs(busy).create_pool(PoolSpec(layout="mirror"))
+    assert not any("sgdisk" in c for c in busy.ran)

@@ -286,7 +286,27 @@ class Zfs:
             # could not open (zfs-2.4.4, TCG): the harness's doing, not the case's.
             self.leaves.add(f"zpool create retried: {r.stderr.strip()[:80]}",
                             ereports=RETRY_EREPORTS)
+            if LABEL_LATE in r.stderr + r.stdout and attempt == CREATE_TRIES - 2:
+                # Each create labels the disks again and waits 30 s for udev: on a guest
+                # where udev takes longer it never succeeds. The last try gets one
+                # partition a disk, made here and waited for, and labels nothing.
+                args = self.pool_create_args(spec, self.partitioned(devices))
         return Pool(self, spec.name, spec)
+
+    def partitioned(self, devices: list[str] | None = None) -> list[str]:
+        """One GPT partition over each disk, its node waited for (udev, up to 10 min
+        under the guest's pace): their paths, for a pool whose vdevs are partitions
+        (libzfs labels nothing then, and waits for nothing). A case that names a
+        whole disk to ``zinject -d`` finds no such vdev in that pool."""
+        disks = devices if devices is not None else self.nvme_devices()
+        parts = [partition_path(d) for d in disks]
+        make = "; ".join(f"sgdisk -Z {d} >/dev/null; sgdisk -n 1:0:0 -t 1:BF01 {d} >/dev/null"
+                         for d in disks)          # gdisk: ci/apt-packages.txt
+        wait = " && ".join(f"test -b {q}" for q in parts)
+        self.guest.run(f"{make}; udevadm settle -t 600 2>/dev/null; "
+                       f"for i in $(seq 600); do {wait} && break; sleep 1; done; {wait}",
+                       timeout=1300)
+        return parts
 
     def pools(self) -> list[str]:
         r = self.zpool("list", "-H", "-o", "name", check=False)
@@ -294,6 +314,7 @@ class Zfs:
 
 
 CREATE_TRIES = 3
+LABEL_LATE = "failed to detect device partitions"
 # zpool's words while the disks of the pool just destroyed are re-read (master
 # under TCG also said "one or more devices could not be opened")
 DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy",
@@ -302,8 +323,14 @@ DEVICES_SETTLING = ("currently unavailable", "is busy", "Device or resource busy
                     # gives up (ENODEV) when udev is late: the debug kernel under TCG,
                     # beside other guests ("failed to detect device partitions on
                     # '/dev/nvme0n1p1': 19", 2026-12-06, two impact map runs)
-                    "failed to detect device partitions")
+                    LABEL_LATE)
 RETRY_EREPORTS = {"unknown"}        # ereport.fs.zfs.vdev.unknown of a refused create
+
+
+def partition_path(disk: str) -> str:
+    """The first partition of ``disk``: ``/dev/nvme0n1`` -> ``/dev/nvme0n1p1``,
+    ``/dev/vdb`` -> ``/dev/vdb1``."""
+    return f"{disk}p1" if disk[-1:].isdigit() else f"{disk}1"
 
 
 PARAMS_SCRIPT = f"(cd {PARAMS} && grep -H . * 2>/dev/null); true"
