@@ -113,6 +113,12 @@ def _quota_len(length: int, rec: int) -> int:
     return n if rec >= SPA_OLD_MAXBLOCKSIZE else min(n, 4 * rec - PAGE)
 
 
+def _placed(o: Any) -> bool:
+    """A write cut by a refquota that ``quota_writes_grow`` places (an append lands
+    at the end of the file whatever its offset)."""
+    return getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append"
+
+
 def quota_writes_grow(seq: Sequence) -> Sequence:
     """``seq`` with its writes cut by a refquota (``limit = "quota"``) where OpenZFS
     can cut them. A refquota is checked before each transaction against what is
@@ -131,8 +137,7 @@ def quota_writes_grow(seq: Sequence) -> Sequence:
     landed); quota writes moved to the end of a file of many records returned their
     full counts (one transaction)."""
     rec = recordsize(seq.props)
-    quota = [i for i, o in enumerate(seq.ops) if getattr(o, "limit", "") == "quota"
-             and getattr(o, "flags", "") != "append"]
+    quota = [i for i, o in enumerate(seq.ops) if _placed(o)]
     if not quota:
         return seq
     ops = list(seq.ops)
@@ -144,8 +149,7 @@ def quota_writes_grow(seq: Sequence) -> Sequence:
         ops.insert(0, replace(first, off=start, len=n))
     st, out = _State(seq), []
     for i, o in enumerate(ops):
-        if getattr(o, "limit", "") == "quota" and getattr(o, "flags", "") != "append" \
-                and not (moved and i == 0):
+        if _placed(o) and not (moved and i == 0):
             start, n = -(-st.size // rec) * rec, max(o.len, 2 * rec)
             if start + n <= seq.file_size_max:
                 o = replace(o, off=start, len=n)

@@ -389,7 +389,7 @@ def generate(seed: int, n_ops: int, target: str, file_size_max: int,
                               ch.synced_rewrite_share, recordsize(props))
     seq = Sequence(seed=seed, props=props, params=params, ops=tuple(ops), target=target,
                    init_size=init, file_size_max=file_size_max, caller=caller, evict="drop")
-    return quota_writes_grow(seq) if any(o.limit == "quota" for o in ops) else seq
+    return quota_writes_grow(seq)       # a sequence with no quota write comes back as it is
 
 
 def zvol_dio_shaped(seed: int, ch: Choices) -> bool:
