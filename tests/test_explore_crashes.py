@@ -9,7 +9,7 @@ counted and not shrunk again, and a known hang must make its op avoided."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -358,6 +358,86 @@ def test_a_known_report_that_every_fresh_guest_raises_in_an_op_avoids_that_op(tm
     other = kernel_trip(f, (3, "pwrite"))
     assert report_op(other, known_report(other, "6.1.0", [nesting])) == ""
     assert report_op(trip, None) == "" and report_op(None, nesting) == ""
+
+
+CIRCULAR = ("WARNING: possible circular locking dependency detected",
+            "the existing dependency chain (in reverse order) is:", "-> #1 (&ms->ms_lock){+.+.}-{3:3}:",
+            "-> #0 (&dn->dn_dbufs_mtx){+.+.}-{3:3}:", "Call Trace:",
+            " dbuf_free_range+0x1b4/0x3a0 [zfs]", " dnode_free_range+0x5c/0x90 [zfs]")
+KASAN = ("BUG: KASAN: use-after-free in iov_iter_advance+0x613/0x860",
+         "Read of size 8 at addr ff11000114417890 by task zpl_async_dio_t/587", "Call Trace:",
+         " iov_iter_advance+0x613/0x860", " zfs_uioskip+0x3e9/0x6c0 [zfs]",
+         " dmu_write_uio_direct+0x188/0x250 [zfs]")
+
+
+def _stop_of_two(lines: list[dict[str, Any]]) -> Trip:
+    """The stop of async-dio 30582e2f4c on debian-6.1-debug: the known false-positive
+    lockdep report, then 0.23 s later a KASAN use-after-free."""
+    lock = Finding("lockdep", "error", f"[ 647.36] {CIRCULAR[0]}", 7, CIRCULAR[1:])
+    kasan = Finding("kasan", "error", f"[ 647.59] {KASAN[0]}", 9, KASAN[1:])
+    at = InFlight.of(lines).op()
+    return replace(kernel_trip(lock, at, 3.0), also=(kernel_trip(kasan, at, 3.0),))
+
+
+class LockdepThenKasan(FakeKernel):
+    """A debug kernel whose every truncate raises a known lockdep report and then a
+    KASAN use-after-free, in one stop."""
+
+    def run_sequence(self, seq_file, target, timeout_s, extra=()):
+        ops = json.loads(seq_file.read_text())["ops"]
+        lines: list[dict[str, Any]] = []
+        for i, op in enumerate(ops):
+            lines.append({"event": "begin", "i": i, "op": op["op"]})
+            if op["op"] == "truncate":
+                self.dead = True
+                return RunOutput(lines, None, "", _stop_of_two(lines))
+            lines.append(ok_line(i, op["op"]))
+        lines.append({"event": "explore-done", "ok": True, "failed_at": None})
+        return RunOutput(lines, 0, "")
+
+
+def test_a_known_report_does_not_hide_a_new_one_of_the_same_stop(tmp_path: Path):
+    """A known lockdep report (dbufs-mtx-ms-lock-lockdep-class) printed first and a
+    KASAN use-after-free after it: the finding is the KASAN report, shrunk by it, the
+    lockdep report carried along; a stop of known reports alone stays known."""
+    from suite.explore.crashes.avoid import unclaimed
+    from suite.report.upstream import load
+    known = [f for f in load() if f.id == "dbufs-mtx-ms-lock-lockdep-class"]
+    stop = _stop_of_two([{"event": "begin", "i": 2, "op": "truncate"}])
+    named = unclaimed(stop, "6.1.0", known)
+    assert named.kind == "kernel:kasan" and [t.kind for t in named.also] == ["kernel:lockdep"]
+    assert unclaimed(stop, "6.1.0", []) is stop, "the first report names a stop none claims"
+    assert unclaimed(stop, "6.1.0", known, {named.signature()}) is stop, "all known"
+    assert Trip.from_dict(json.loads(json.dumps(stop.to_dict()))) == stop
+
+    fleet = Fleet(LockdepThenKasan)
+    ex = Explorer(fleet.guests[0], settings(tmp_path, kernel_release="6.1.0-57-amd64",
+                                            upstream=known, max_findings=1),
+                  Choices(), log=lambda _: None, renew=fleet.renew)
+    res = ex.run(1, parse_budget("12x"))
+    assert len(res.findings) == 1 and res.known == 0
+    f = res.findings[0]
+    assert f.minimal_verdict.kind == "kernel:kasan"
+    assert [o.op for o in f.minimal.ops] == ["truncate"]
+    assert "the kernel's other reports of that stop" in f.text
+
+
+def test_a_stop_carries_every_report_the_console_showed(tmp_path: Path):
+    """The console shows a second report after the first: the trip is named by the
+    first and carries the second, traced, with the op that raised it."""
+    from suite.explore.crashes.stream import StreamingRunner
+    lock = Finding("lockdep", "error", f"[ 647.36] {CIRCULAR[0]}", 7, CIRCULAR[1:])
+    kasan = Finding("kasan", "error", f"[ 647.59] {KASAN[0]}", 9, KASAN[1:])
+    polls = iter([[], [lock]])
+    guest = _Guest([{"event": "begin", "i": 0, "op": "held_write"}], False)
+    seq = tmp_path / "s.seq.json"
+    seq.write_text("{}")
+    out = StreamingRunner(_Engine(guest), console=lambda: next(polls, [lock, kasan]),
+                          sleep=lambda s: None).run_sequence(seq, "/p/f.bin", 60)
+    assert out.trip is not None and out.trip.kind == "kernel:lockdep"
+    assert [(t.kind, t.op, t.op_kind) for t in out.trip.also] == [("kernel:kasan", 0,
+                                                                    "held_write")]
+    assert out.trip.also[0].frames() == ("zfs_uioskip", "dmu_write_uio_direct")
 
 
 def test_a_hang_this_run_found_is_avoided_once_shrunk(tmp_path: Path):

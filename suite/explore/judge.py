@@ -117,6 +117,9 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
         if shown:
             lines += ["the kernel's lines:" if t.kind.startswith("kernel:") else "stacks:",
                       *("  " + ln for ln in shown)]
+        if t.also:
+            lines += ["the kernel's other reports of that stop:",
+                      *(f"  {o.label()}" for o in t.also)]
         if t.evidence:
             lines.append(f"evidence: {t.evidence}")
     lines += ["", seq.render(mark=verdict.failed_at), ""]

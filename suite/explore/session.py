@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
-from suite.explore.crashes.avoid import known_failure, known_hang, known_report, report_op
+from suite.explore.crashes.avoid import (known_failure, known_hang, known_report, report_op,
+                                         unclaimed)
 from suite.explore.crashes.trip import Trip, signed_as
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
@@ -208,7 +209,8 @@ class Explorer:
         self.last_timing = engine_timing(out.lines, self.clock() - t)
         self.last_lines = out.lines
         v = judge(out.lines, len(seq.ops), out.rc, out.stderr) if out.trip is None \
-            else trip_verdict(out.trip, out.lines)
+            else trip_verdict(unclaimed(out.trip, self.s.kernel_release, self.s.upstream,
+                                        self.s.known), out.lines)
         if out.trip is not None:
             self.log(f"explore: {name}: {out.trip.label()}")
         if out.trip is None or out.trip.guest_fit:      # the guest still holds its target

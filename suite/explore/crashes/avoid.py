@@ -14,11 +14,13 @@ of its ``explore_after``; a kernel report by the finding's signature
 named, not shrunk again (the finding met in a new shape is not a new finding).
 A known report raised in one of its finding's ``explore_report_ops`` comes again on
 every fresh guest (lockdep reports once a boot): that op is avoided too
-(:func:`report_op`), as a known hang's is.
+(:func:`report_op`), as a known hang's is. A stop with several reports is named by
+the first no known finding claims (:func:`unclaimed`).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Iterable
 
 from suite.explore.crashes.trip import Trip
@@ -102,3 +104,23 @@ def report_op(trip: Trip | None, finding: Any) -> str:
     if trip is None or finding is None:
         return ""
     return trip.op_kind if trip.op_kind in getattr(finding, "explore_report_ops", ()) else ""
+
+
+def unclaimed(trip: Trip, release: str, findings: Iterable[Any],
+              known: Iterable[tuple[str, ...]] = ()) -> Trip:
+    """The report that names a stop: ``trip`` itself, unless a known finding claims it
+    (:func:`known_report`, or a signature in ``known``: the base's) and one of the
+    stop's other reports (``Trip.also``) no known finding claims; then that one, the
+    rest carried with it. A known lockdep report printed first must not hide a KASAN
+    use-after-free (async-dio 30582e2f4c on debian-6.1-debug, 2026-12-07)."""
+    findings, known = list(findings), set(known)
+
+    def claimed(t: Trip) -> bool:
+        return known_report(t, release, findings) is not None or t.signature() in known
+    reports = trip.reports()
+    if not trip.also or not claimed(reports[0]):
+        return trip
+    new = next((t for t in reports[1:] if not claimed(t)), None)
+    if new is None:
+        return trip
+    return replace(new, also=tuple(t for t in reports if t is not new))

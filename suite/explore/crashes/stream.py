@@ -24,6 +24,7 @@ A guest that tripped is not fit: the session asks for a fresh one
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -43,6 +44,7 @@ POLL_S = 1.0
 # title alone. Signed without its frames, a repeat was taken for a new finding and
 # shrunk again (2026-12-07).
 TRACE_WAIT_S = 5.0
+MAX_OTHERS = 4          # more reports of one stop a trip carries (each may wait for its trace)
 # The engine's tasks (the resident server's forked children run its code): state,
 # where each waits, its kernel stack.
 ENGINE_STACKS = r"""
@@ -190,8 +192,21 @@ class StreamingRunner:
         r = bg.result()
         out.write_text(r.stdout)
         lines = parse_lines(r.stdout)
-        return RunOutput(lines, None, r.stderr, kernel_trip(report, raised_in(lines, report),
-                                                            self.clock() - t0, stacks))
+        secs = self.clock() - t0
+        trip = kernel_trip(report, raised_in(lines, report), secs, stacks)
+        return RunOutput(lines, None, r.stderr, self._with_others(trip, report, lines,
+                                                                  seen_before, secs))
+
+    def _with_others(self, trip: Trip, report: Any, lines: list[dict[str, Any]],
+                     seen_before: int, secs: float) -> Trip:
+        """``trip`` carrying the kernel's other reports of the stop (read after the
+        command stopped: one printed just after the first is among them), each traced
+        and named by the op that raised it: the session names a finding by the first
+        no known finding claims."""
+        others = [f for f in self._reported(seen_before) if f.line != report.line]
+        also = tuple(kernel_trip(f, raised_in(lines, f), secs)
+                     for f in (self._traced(f, seen_before) for f in others[:MAX_OTHERS]))
+        return replace(trip, also=also) if also else trip
 
     def _traced(self, report: Any, seen_before: int) -> Any:
         """``report`` once the console carries its call trace (:func:`traced`), or as it
@@ -223,7 +238,9 @@ class StreamingRunner:
         secs = self.clock() - t0
         report = self._reported(seen_before)
         if report:
-            trip = kernel_trip(first_report(report), op, secs)
+            first = first_report(report)
+            trip = self._with_others(kernel_trip(first, op, secs), first, lines,
+                                     seen_before, secs)
         elif isinstance(e, KernelTripped):
             trip = Trip("kernel:trip", e.what.split(" while running:")[0][:300], op[0], op[1],
                         (e.what,), False, secs)

@@ -10,7 +10,7 @@ it stopped in and the OpenZFS frames its tasks wait in (``suite/signatures.py``)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 # One definition of a kernel report's title and frames for the whole suite.
@@ -42,6 +42,10 @@ class Trip:
     guest_fit: bool = False
     seconds: float = 0.0                # how long the run had gone when it tripped
     evidence: str = ""                  # the folder its stacks and console went to
+    # The kernel's other reports of the same stop, in the console's order: a known
+    # lockdep report printed 0.23 s before a KASAN use-after-free must not hide it
+    # (async-dio 30582e2f4c on debian-6.1-debug, 2026-12-07). Not in the signature.
+    also: tuple["Trip", ...] = ()
 
     def signature(self) -> tuple[str, ...]:
         """A kernel report: its title and top OpenZFS frames; a hang: the OpenZFS
@@ -95,14 +99,20 @@ class Trip:
         return {"kind": self.kind, "headline": self.headline, "op": self.op,
                 "op_kind": self.op_kind, "lines": list(self.lines),
                 "guest_fit": self.guest_fit, "seconds": round(self.seconds, 1),
-                "evidence": self.evidence, "signature": list(self.signature())}
+                "evidence": self.evidence, "signature": list(self.signature()),
+                **({"also": [t.to_dict() for t in self.also]} if self.also else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Trip":
         return cls(str(d.get("kind", "")), str(d.get("headline", "")), d.get("op"),
                    str(d.get("op_kind", "")), tuple(d.get("lines") or ()),
                    bool(d.get("guest_fit")), float(d.get("seconds") or 0.0),
-                   str(d.get("evidence", "")))
+                   str(d.get("evidence", "")),
+                   tuple(cls.from_dict(t) for t in d.get("also") or ()))
+
+    def reports(self) -> tuple["Trip", ...]:
+        """Every report of the stop: this one, then the others (:attr:`also`)."""
+        return (replace(self, also=()), *self.also)
 
 
 @dataclass
