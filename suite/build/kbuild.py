@@ -39,7 +39,7 @@ from pathlib import Path
 from suite import paths
 from suite.errors import BuildError, KernelError
 from suite.locks import file_lock
-from suite.build.steps import discard, run_step
+from suite.build.steps import ccache_stats, discard, run_step
 
 RECIPE_VERSION = 1
 # A kernel build at nice 19 beside TCG guests on two cores takes hours: the make
@@ -325,16 +325,6 @@ def unmet(spec: BuildSpec, config: dict[str, str]) -> list[str]:
     return bad
 
 
-def _ccache_stats(env: dict) -> dict[str, str]:
-    if "CCACHE_DIR" not in env:
-        return {}
-    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True,
-                       timeout=60)
-    stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
-    return {k: stats[k] for k in ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
-            if k in stats}
-
-
 def build(spec: BuildSpec, inp: dict, key: str, jobs: int) -> Built:
     kdir = kernels_dir() / key
     if kdir.exists():
@@ -345,7 +335,7 @@ def build(spec: BuildSpec, inp: dict, key: str, jobs: int) -> Built:
     log = kdir / "build.log"
     env = _env(tree)
     seconds: dict[str, float] = {}
-    stats0 = _ccache_stats(env)
+    stats0 = ccache_stats(env)
     try:
         t = time.monotonic()
         run_logged(["tar", "-xf", spec.tarball, "-C", str(tree), "--strip-components=1"],
@@ -381,7 +371,7 @@ def build(spec: BuildSpec, inp: dict, key: str, jobs: int) -> Built:
         image.parent.mkdir(exist_ok=True)
         os.link(tree / "arch" / "x86" / "boot" / "bzImage", image)
         seconds["install"] = time.monotonic() - t
-        stats1 = _ccache_stats(env)
+        stats1 = ccache_stats(env)
         built = Built(
             key=key, profile=spec.profile, release=release, vmlinuz=str(image), tree=str(tree),
             modules=str(kdir / "lib" / "modules" / release), inputs=inp,

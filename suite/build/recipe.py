@@ -31,7 +31,7 @@ from suite import paths
 from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
-from suite.build.steps import discard, run_step
+from suite.build.steps import ccache_stats, discard, run_step
 from suite.build import gcov as coverage_flags
 from suite.locks import file_lock
 from suite.progress import step
@@ -245,14 +245,6 @@ def failing_lines(log_text: str, context: int = 2, limit: int = 40) -> str:
     return "\n".join(out)
 
 
-def _ccache_stats(env: dict) -> dict[str, str]:
-    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True,
-                       timeout=60)
-    stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
-    keep = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
-    return {k: stats[k] for k in keep if k in stats}
-
-
 def _modinfo(ko: Path, field_: str) -> str:
     p = subprocess.run(["/sbin/modinfo", "-F", field_, str(ko)], capture_output=True, text=True,
                        timeout=60)
@@ -280,7 +272,7 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
             # A ZTS tree is used in place: its changed test scripts count too.
             pick = incremental.pick_donor(req.inputs(), req.tree.commit, list_builds(), cache,
                                           NEEDED_PREFIXES + (("tests/",) if req.zts else ()))
-        stats0 = _ccache_stats(env)
+        stats0 = ccache_stats(env)
         t = time.monotonic()
         if pick is not None:
             donor, diff = pick
@@ -389,7 +381,7 @@ def _record(req: BuildRequest, bdir: Path, src: Path, log: Path, seconds: dict,
         if not p.exists():
             raise BuildError(f"the build produced no {p}", fix=f"see {log}")
         commands[cmd] = str(p)
-    stats1 = _ccache_stats(env)
+    stats1 = ccache_stats(env)
     ccache = {k: str(int(stats1.get(k, 0)) - int(stats0.get(k, 0))) for k in stats1}
     t = req.tree
     return BuildRecord(

@@ -79,3 +79,15 @@ def discard(half: Path, log: Path, key: str, err: BaseException, failed: Path) -
         if isinstance(err, BuildError):
             err.fix = err.fix.replace(str(log), str(dest))
     shutil.rmtree(half, ignore_errors=True)
+
+
+def ccache_stats(env: dict) -> dict[str, str]:
+    """ccache's hit and miss counts under ``env``'s ``CCACHE_DIR`` (none set: {}): read
+    before and after a build, their difference says what ccache saved it."""
+    if "CCACHE_DIR" not in env:
+        return {}
+    p = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
+    keep = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+    return {k: stats[k] for k in keep if k in stats}
