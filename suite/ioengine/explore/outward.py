@@ -20,7 +20,7 @@ import errno as errno_mod
 import fcntl
 import mmap
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .model import Ctx, Outcome, check_bytes, error, failed
 from .requests import UNSUPPORTED, libc
@@ -66,15 +66,22 @@ def _judge(ctx: Ctx, s: Step, name: str, got: bytes, err: int) -> Outcome:
 def op_sendfile_out(ctx: Ctx, s: Step) -> Outcome:
     if isinstance(fd := _fd(ctx, s), Outcome):
         return fd
-    path = os.path.join(OUT_DIR, f"explore-out-{os.getpid()}")
+    got, err = _into_tmpfs("out", s.len, lambda out, d: os.sendfile(out, fd, s.off + d,
+                                                                     s.len - d))
+    return _judge(ctx, s, "sendfile out of the target", got, err)
+
+
+def _into_tmpfs(name: str, length: int, move: Callable[[int, int], int]) -> tuple[bytes, int]:
+    """(the bytes, errno) ``move(out, done)`` moved into a scratch file on tmpfs, called
+    until ``length`` bytes moved (:func:`_until`); the file is removed after."""
+    path = os.path.join(OUT_DIR, f"explore-{name}-{os.getpid()}")
     out = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        done, err = _until(s.len, lambda d: os.sendfile(out, fd, s.off + d, s.len - d))
-        got = os.pread(out, done, 0) if done else b""
+        done, err = _until(length, lambda d: move(out, d))
+        return (os.pread(out, done, 0) if done else b""), err
     finally:
         os.close(out)
         os.unlink(path)
-    return _judge(ctx, s, "sendfile out of the target", got, err)
 
 
 def op_splice_out(ctx: Ctx, s: Step) -> Outcome:
@@ -112,15 +119,8 @@ def op_splice_out(ctx: Ctx, s: Step) -> Outcome:
 def op_copy_out(ctx: Ctx, s: Step) -> Outcome:
     if isinstance(fd := _fd(ctx, s), Outcome):
         return fd
-    path = os.path.join(OUT_DIR, f"explore-copy-{os.getpid()}")
-    out = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        done, err = _until(s.len, lambda d: os.copy_file_range(fd, out, s.len - d,
-                                                               s.off + d, d))
-        got = os.pread(out, done, 0) if done else b""
-    finally:
-        os.close(out)
-        os.unlink(path)
+    got, err = _into_tmpfs("copy", s.len, lambda out, d: os.copy_file_range(
+        fd, out, s.len - d, s.off + d, d))
     return _judge(ctx, s, "copy_file_range to tmpfs", got, err)
 
 
