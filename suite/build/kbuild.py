@@ -39,7 +39,7 @@ from pathlib import Path
 from suite import paths
 from suite.errors import BuildError, KernelError
 from suite.locks import file_lock
-from suite.build.steps import ccache_stats, discard, run_step
+from suite.build.steps import ccache_stats, discard, publish_record, run_step
 
 RECIPE_VERSION = 1
 # A kernel build at nice 19 beside TCG guests on two cores takes hours: the make
@@ -386,9 +386,7 @@ def build(spec: BuildSpec, inp: dict, key: str, jobs: int) -> Built:
     except BaseException as e:
         _discard(kdir, log, key, e)
         raise
-    tmp = kdir / "record.json.tmp"
-    tmp.write_text(built.to_json())
-    os.replace(tmp, kdir / "record.json")
+    publish_record(kdir, built.to_json())
     total = sum(built.seconds.values())
     print(f"kernel {release} built in {total:.0f}s ({built.objects} objects, -j{jobs}, "
           f"nice {built.nice}): {kdir}", file=sys.stderr, flush=True)

@@ -31,7 +31,7 @@ from suite import paths
 from suite.errors import BuildError
 from suite.build import incremental
 from suite.build.kernel import Kernel
-from suite.build.steps import ccache_stats, discard, run_step
+from suite.build.steps import ccache_stats, discard, publish_record, run_step
 from suite.build import gcov as coverage_flags
 from suite.locks import file_lock
 from suite.progress import step
@@ -326,9 +326,7 @@ def _build(req: BuildRequest, cache: ObjectCache, jobs: int) -> BuildRecord:
     except BaseException as e:
         _discard(bdir, log, key, e)
         raise
-    tmp = bdir / "record.json.tmp"
-    tmp.write_text(record.to_json())
-    os.replace(tmp, bdir / "record.json")
+    publish_record(bdir, record.to_json())
     return record
 
 

@@ -91,3 +91,11 @@ def ccache_stats(env: dict) -> dict[str, str]:
     stats = dict(ln.split("\t", 1) for ln in p.stdout.splitlines() if "\t" in ln)
     keep = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
     return {k: stats[k] for k in keep if k in stats}
+
+
+def publish_record(folder: Path, text: str) -> None:
+    """Write a finished build's ``record.json`` at once (through a temporary file): a
+    build folder without one is a half build, removed by the next build of its key."""
+    tmp = folder / "record.json.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, folder / "record.json")
