@@ -58,6 +58,11 @@ class BootTimeout(VMError):
     """The guest did not answer in time, with no crash seen: a host too busy, most often."""
 
 
+class BootStorm(BootTimeout):
+    """The guest kernel drowned in its own reports while booting, before any module (the
+    debug profile's early-boot KASAN storm under TCG): the kernel's fault, not the build's."""
+
+
 class GuestError(SuiteError):
     """A command in the guest failed or overran its deadline."""
 

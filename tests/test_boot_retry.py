@@ -50,3 +50,20 @@ def test_a_boot_drowning_in_kasan_reports_is_given_up_and_retried_a_panic_is_not
     panic = console.scan("[    3.1] Kernel panic - not syncing: Fatal exception\n")
     t = console.boot_trouble(panic, few + panic)
     assert t is not None and not t.retry and "crashed while booting" in t.what
+
+
+def test_a_kasan_storm_is_tried_more_often_than_a_late_boot():
+    """Two debug boots in a row drowned in the early KASAN storm (2026-12-07): a storm
+    gets STORM_TRIES boots, a boot that ran out of time still BOOT_TRIES."""
+    from suite.errors import BootStorm
+    from suite.guest.lifecycle import BOOT_TRIES, STORM_TRIES
+    assert STORM_TRIES > BOOT_TRIES
+    storms = [BootStorm(f"storm {i}") for i in range(STORM_TRIES - 1)]
+    g, calls = _guests([*storms, "guest"])
+    with pytest.warns(UserWarning, match="booting another guest"):
+        assert g._boot(GuestShape()) == "guest"
+    assert len(calls) == STORM_TRIES
+    g, calls = _guests([BootStorm(f"storm {i}") for i in range(STORM_TRIES)])
+    with pytest.warns(UserWarning), pytest.raises(BootStorm):
+        g._boot(GuestShape())
+    assert len(calls) == STORM_TRIES

@@ -192,12 +192,32 @@ def test_a_kernel_that_dies_in_the_setup_is_shrunk_to_no_op_at_all(tmp_path: Pat
         f"setup: create x, write 12288 bytes, fsync, POSIX_FADV_DONTNEED: {PANIC}"
 
 
-def test_without_a_fresh_guest_the_session_stops_and_says_why(tmp_path: Path):
+def test_without_a_fresh_guest_the_session_stops_and_keeps_what_it_found(tmp_path: Path):
+    """No fresh guest after a trip (none given, or every boot drowned in the debug
+    kernel's early KASAN storm: 2026-12-07): the session runs nothing more, and the
+    sequence that tripped is a finding, whole and not confirmed, saying why."""
     guest = FakeKernel(0, [])
     ex = Explorer(guest, settings(tmp_path), Choices(), log=lambda _: None)
     res = ex.run(tripping_seed(), parse_budget("5x"))
-    assert len(res.runs) == 1 and not res.findings and ex.dead
-    assert "no fresh guest could follow" in res.no_result[0][1].why
+    assert len(res.runs) == 1 and ex.dead and len(guest.ran) == 1, "nothing ran after"
+    f = res.findings[0]
+    assert not f.confirmed and f.minimal.ops == f.original.ops
+    assert f.minimal_verdict.kind == "kernel:spl_panic"
+    assert "not confirmed, the session ended" in f.text and "no fresh guest" in f.text
+
+
+def test_a_fresh_guest_that_never_comes_up_ends_the_session_with_its_finding(tmp_path):
+    from suite.errors import BootStorm
+    fleet = Fleet()
+
+    def renew(why: str) -> Fresh:
+        raise BootStorm("guest kernel reported 6557 KASAN errors while booting")
+    ex = Explorer(fleet.guests[0], settings(tmp_path), Choices(), log=lambda _: None,
+                  renew=renew)
+    res = ex.run(tripping_seed(), parse_budget("5x"))
+    assert len(res.findings) == 1 and not res.findings[0].confirmed
+    assert "6557 KASAN errors" in ex.dead and len(res.runs) == 1
+    assert (tmp_path / "explore" / "summary.json").exists()
 
 
 def test_trip_signatures_ignore_numbers_and_keep_the_functions():

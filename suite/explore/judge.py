@@ -92,7 +92,7 @@ def judge(lines: list[dict[str, Any]], n_ops: int, rc: int | None = None,
 def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = None,
                 original_verdict: Verdict | None = None, confirmed: bool | None = None,
                 tries: int | None = None, label: str = "",
-                replay_file: str = "SEQUENCE.json") -> str:
+                replay_file: str = "SEQUENCE.json", dead: str = "") -> str:
     """A finding for a person: what failed, then the (shrunk) sequence one op a
     line, the failing op marked, and how to replay it."""
     lines = [f"explore{' ' + label if label else ''}: sequence {seq.seed}: {verdict.line()}"]
@@ -107,6 +107,8 @@ def report_text(seq: Sequence, verdict: Verdict, *, original: Sequence | None = 
     if confirmed is not None:
         lines.append("replayed once more: " + ("failed the same way" if confirmed
                                                else "did NOT fail again (flaky?)"))
+    if dead:
+        lines.append(f"not confirmed, the session ended: {dead}")
     if verdict.trip is not None:
         t = verdict.trip
         lines.append("in flight: " + (f"op {t.op} ({t.op_kind})" if t.op is not None

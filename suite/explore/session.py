@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from suite.casekit.engine import parse_lines
+from suite.errors import SuiteError
 from suite.explore.crashes.avoid import (known_failure, known_hang, known_report, report_op,
                                          unclaimed)
 from suite.explore.crashes.trip import Trip, signed_as
@@ -188,6 +189,8 @@ class Explorer:
             raise ValueError(f"sequence {seq.seed} is for a {seq.target} target and this "
                              f"session explores a {self.s.target}: give Settings(target="
                              f"{seq.target!r})")
+        if self.dead:
+            return Verdict("no-result", None, "no-result", f"no guest to run it: {self.dead}")
         self.replays += 1
         name = f"explore-{seq.seed}-{self.replays:04d}-{label}"
         seq_file = self.s.seq_dir / f"{name}.seq.json"
@@ -240,13 +243,17 @@ class Explorer:
         self.fresh, self.dead = True, ""
 
     def replace_guest(self, why: str) -> None:
-        """A fresh guest, pool and dataset for the next run (``renew``); without
-        one the session can run nothing more (``dead`` says why)."""
-        if self.renew is None:
-            self.dead = why
+        """A fresh guest, pool and dataset for the next run (``renew``); without one
+        (none given, or none came up) the session ends, what it found kept (``dead``)."""
+        if self.dead:
             return
-        self.adopt(self.renew(why))
-        self.boots += 1
+        try:
+            if self.renew is None:
+                raise SuiteError("none can be booted here")
+            self.adopt(self.renew(why))
+            self.boots += 1
+        except SuiteError as e:
+            self.dead = f"{why}; no fresh guest: {e.what}"
 
     def declare_leaves(self, seq: Sequence) -> None:
         """Declare, before it runs, the ereports ``seq``'s ops may leave with
@@ -297,7 +304,8 @@ class Explorer:
         json_path, txt_path = stem.with_suffix(".json"), stem.with_suffix(".txt")
         json_path.write_text(res.sequence.to_json())
         text = report_text(res.sequence, shown, original=seq, original_verdict=v,
-                           confirmed=confirmed, tries=res.tries, label=f"#{k}",
+                           confirmed=None if self.dead else confirmed, tries=res.tries,
+                           label=f"#{k}", dead=self.dead,
                            replay_file=json_path.name)
         if res.exhausted:
             text += f"(shrinking stopped at its limit: {self.s.shrink_tries} replays or " \
@@ -319,7 +327,7 @@ class Explorer:
         last, origin = None, ()         # its ops' places in the generated sequence
         no_results = 0                  # in a row: a harness that proves nothing stops it
         while resume or budget.allows(sequences_run(result.runs), self.explored(t0)):
-            if self.s.sequences and k >= len(self.s.sequences):
+            if (self.s.sequences and k >= len(self.s.sequences)) or self.dead:
                 break
             seq = resume or self.sequence(master_seed, k)
             origin = carried(last, seq, origin) if resume and last else tuple(range(len(seq.ops)))
@@ -371,10 +379,6 @@ class Explorer:
                                      laid.op if laid is not None else None, asked_direct,
                                      v.why, seq.caller.get("kind", "")) \
                 if v.trip is None else report
-            if self.dead:           # nothing can replace a guest that tripped
-                result.no_result.append((seq.seed, replace(
-                    v, why=f"{v.why} (no fresh guest could follow: {self.dead})")))
-                break
             if v.failed:        # a report cut before its trace is the one with its title
                 sig = signature(seq, v)
                 sig = signed_as(sig, [*found, *self.s.known]) or sig

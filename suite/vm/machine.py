@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from suite.errors import BootTimeout, VMError
+from suite.errors import BootStorm, BootTimeout, VMError
 from suite.vm.ssh import Guest
 from suite.vm import console
 from suite.vm.accel import Accel
@@ -322,7 +322,7 @@ class VM:
             trouble = console.boot_trouble(watcher.poll(), watcher.findings)
             if trouble:
                 guest.close()
-                raise (BootTimeout if trouble.retry else VMError)(
+                raise (BootStorm if trouble.retry else VMError)(
                     trouble.what, fix=trouble.fix, detail=self.console_tail(80))
             if port_listening(self.port):
                 try:
