@@ -442,6 +442,28 @@ def test_a_known_report_does_not_hide_a_new_one_of_the_same_stop(tmp_path: Path)
     assert "the kernel's other reports of that stop" in f.text
 
 
+def test_a_replay_fails_the_same_way_when_any_report_of_its_stop_is_the_findings():
+    """The 1-op replay of a held libaio write (async-dio 30582e2f4c, debian-6.1-debug)
+    printed a KASAN use-after-free in zfs_uioskip < zfs_write_impl first and the one it
+    was shrunk for (< dmu_write_uio_direct) 1 s later: the same failure, named by the
+    second report; a stop without that report is not."""
+    from suite.explore.failure import named_as, same_failure
+    from suite.explore.judge import trip_verdict
+    at = [{"event": "begin", "i": 0, "op": "held_write"}]
+    kasan = Finding("kasan", "error", f"[ 566.88] {KASAN[0]}", 9, KASAN[1:])
+    early = Finding("kasan", "error", f"[ 566.88] {KASAN[0]}", 9,
+                    (*KASAN[1:4], " zfs_uioskip+0x3e9/0x6c0 [zfs]", " zfs_write_impl+0x18db/0x27c0 [zfs]"))
+    v = trip_verdict(kernel_trip(kasan, (1, "held_write")), at)
+    stop = replace(kernel_trip(early, (0, "held_write")), also=(kernel_trip(kasan, (0, "held_write")),))
+    r = trip_verdict(stop, at)
+    assert r.trip.signature() != v.trip.signature() and same_failure(v, r)
+    named = named_as(v, r)
+    assert named.trip.frames() == ("zfs_uioskip", "dmu_write_uio_direct")
+    assert [t.frames() for t in named.trip.also] == [("zfs_uioskip", "zfs_write_impl")]
+    alone = trip_verdict(kernel_trip(early, (0, "held_write")), at)
+    assert not same_failure(v, alone) and named_as(v, v) is v
+
+
 def test_a_stop_carries_every_report_the_console_showed(tmp_path: Path):
     """The console shows a second report after the first: the trip is named by the
     first and carries the second, traced, with the op that raised it."""

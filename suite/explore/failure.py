@@ -11,6 +11,8 @@ laid the bytes down. The cause is part of a data failure's signature
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from suite.explore.crashes.trip import one_report
 from suite.explore.judge import Verdict
 from suite.explore.ops import Op, Sequence
@@ -77,10 +79,30 @@ def signature(seq: Sequence, v: Verdict) -> tuple[str, ...]:
 
 def same_failure(v: Verdict, r: Verdict) -> bool:
     """``r`` fails as ``v`` did: its kind, and for a trip the same kernel report."""
-    if not (r.failed and r.kind == v.kind):
-        return False
-    return v.trip is None or (r.trip is not None and
-                              one_report(r.trip.signature(), v.trip.signature()))
+    return named_as(v, r) is not None
+
+
+def named_as(v: Verdict, r: Verdict) -> Verdict | None:
+    """``r`` as the failure ``v`` is, or None: ``r`` itself when it fails as ``v`` did;
+    for a trip, ``r`` named by the report of its stop that is ``v``'s (a stop's reports
+    come in any order: the 1-op replay of a held libaio write at async-dio 30582e2f4c
+    on the debug kernel printed a KASAN use-after-free in ``zfs_uioskip`` <
+    ``zfs_write_impl`` first, then the one in ``dmu_write_uio_direct`` it was shrunk
+    for, 1 s later)."""
+    if not r.failed:
+        return None
+    if v.trip is None:
+        return r if r.kind == v.kind else None
+    if r.trip is None:
+        return None
+    reports = r.trip.reports()
+    for t in reports:
+        if t.kind == v.kind and one_report(t.signature(), v.trip.signature()):
+            if t is reports[0]:
+                return r
+            named = replace(t, also=tuple(o for o in reports if o is not t))
+            return replace(r, kind=t.kind, why=t.headline, failed_at=t.op, trip=named)
+    return None
 
 
 def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,

@@ -38,7 +38,7 @@ from suite.explore.crashes.avoid import (known_failure, known_hang, known_report
 from suite.explore.crashes.trip import Trip, signed_as
 from suite.explore.gen import Choices, generate, sequence_seed
 from suite.explore.judge import Verdict, judge, report_text, trip_verdict
-from suite.explore.failure import cause, direct, same_failure, signature
+from suite.explore.failure import cause, direct, named_as, same_failure, signature
 from suite.explore.cover import Cover
 from suite.explore.resume import (carried, kernel_limit_claims, original, past_known,
                                   past_known_hang, sequences_run)
@@ -294,12 +294,12 @@ class Explorer:
         at = -1 if v.trip is not None and v.failed_at is None else v.failed_at
         res = shrink(seq, still_fails, self.s.shrink_tries, failed_at=at,
                      should_stop=lambda: self.clock() > stop_at or bool(self.dead))
-        before = self.last.get(res.sequence.key(), v)     # its last failing run
+        before = named_as(v, self.last.get(res.sequence.key(), v)) or v  # its last failing run
         if v.trip is not None and not self.fresh:
             self.replace_guest(f"to confirm seed {seq.seed}'s minimal sequence on a fresh guest")
         confirm = self.replay(res.sequence, "confirm")
-        confirmed = same_failure(v, confirm)
-        shown = confirm if confirmed else before
+        shown = named_as(v, confirm)
+        confirmed, shown = shown is not None, shown or before
         stem = self.s.out_dir / f"minimal-{seq.seed}"
         json_path, txt_path = stem.with_suffix(".json"), stem.with_suffix(".txt")
         json_path.write_text(res.sequence.to_json())
