@@ -353,21 +353,33 @@ LOCKDEP = ("WARNING: possible recursive locking detected",
            " zpl_remap_file_range+0x5c/0x90 [zfs]", " do_clone_file_range+0x1f1/0x5e0")
 
 
-class LockdepIn(FakeKernel):
-    """A lockdep kernel whose every fresh boot reports at its first copy_range."""
+class ReportsIn(FakeKernel):
+    """A kernel whose every fresh boot stops at the first ``op`` with ``stop(lines)``."""
+    op = ""
+
+    def stop(self, lines: list[dict[str, Any]]) -> Trip:
+        raise NotImplementedError
 
     def run_sequence(self, seq_file, target, timeout_s, extra=()):
         ops = json.loads(seq_file.read_text())["ops"]
         lines: list[dict[str, Any]] = []
         for i, op in enumerate(ops):
             lines.append({"event": "begin", "i": i, "op": op["op"]})
-            if op["op"] == "copy_range":
+            if op["op"] == self.op:
                 self.dead = True
-                f = Finding("lockdep", "error", f"[  88.1] {LOCKDEP[0]}", 7, LOCKDEP[1:])
-                return RunOutput(lines, None, "", kernel_trip(f, InFlight.of(lines).op(), 3.0))
+                return RunOutput(lines, None, "", self.stop(lines))
             lines.append(ok_line(i, op["op"]))
         lines.append({"event": "explore-done", "ok": True, "failed_at": None})
         return RunOutput(lines, 0, "")
+
+
+class LockdepIn(ReportsIn):
+    """A lockdep kernel whose every fresh boot reports at its first copy_range."""
+    op = "copy_range"
+
+    def stop(self, lines: list[dict[str, Any]]) -> Trip:
+        f = Finding("lockdep", "error", f"[  88.1] {LOCKDEP[0]}", 7, LOCKDEP[1:])
+        return kernel_trip(f, InFlight.of(lines).op(), 3.0)
 
 
 def test_a_known_report_that_every_fresh_guest_raises_in_an_op_avoids_that_op(tmp_path: Path):
@@ -415,21 +427,13 @@ def _stop_of_two(lines: list[dict[str, Any]]) -> Trip:
     return replace(kernel_trip(lock, at, 3.0), also=(kernel_trip(kasan, at, 3.0),))
 
 
-class LockdepThenKasan(FakeKernel):
+class LockdepThenKasan(ReportsIn):
     """A debug kernel whose every truncate raises a known lockdep report and then a
     KASAN use-after-free, in one stop."""
+    op = "truncate"
 
-    def run_sequence(self, seq_file, target, timeout_s, extra=()):
-        ops = json.loads(seq_file.read_text())["ops"]
-        lines: list[dict[str, Any]] = []
-        for i, op in enumerate(ops):
-            lines.append({"event": "begin", "i": i, "op": op["op"]})
-            if op["op"] == "truncate":
-                self.dead = True
-                return RunOutput(lines, None, "", _stop_of_two(lines))
-            lines.append(ok_line(i, op["op"]))
-        lines.append({"event": "explore-done", "ok": True, "failed_at": None})
-        return RunOutput(lines, 0, "")
+    def stop(self, lines: list[dict[str, Any]]) -> Trip:
+        return _stop_of_two(lines)
 
 
 def test_a_known_report_does_not_hide_a_new_one_of_the_same_stop(tmp_path: Path):
