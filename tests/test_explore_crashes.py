@@ -220,6 +220,24 @@ def test_a_fresh_guest_that_never_comes_up_ends_the_session_with_its_finding(tmp
     assert (tmp_path / "explore" / "summary.json").exists()
 
 
+def test_a_confirmation_that_ran_stands_when_no_guest_comes_up_after_it(tmp_path: Path):
+    """The debug run of 2026-12-07: the confirmation tripped as the finding did, and the
+    guest after it drowned in a boot storm. The finding is confirmed; the session ends."""
+    from suite.errors import BootStorm
+    fleet = Fleet()
+
+    def renew(why: str) -> Fresh:
+        if "-confirm:" in why:
+            raise BootStorm("guest kernel reported 7692 KASAN errors while booting")
+        return fleet.renew(why)
+    ex = Explorer(fleet.guests[0], settings(tmp_path), Choices(), log=lambda _: None,
+                  renew=renew)
+    res = ex.run(tripping_seed(), parse_budget("5x"))
+    f = res.findings[0]
+    assert f.confirmed and "7692 KASAN" in ex.dead and "not confirmed" not in f.text
+    assert len(f.minimal.ops) == 2
+
+
 def test_trip_signatures_ignore_numbers_and_keep_the_functions():
     f1 = Finding("spl_panic", "error", f"[ 12.3] {PANIC}", 1, STACK)
     f2 = Finding("spl_panic", "error", "[ 99.1] VERIFY3U(offset, <, dn->dn_datablksz) failed "

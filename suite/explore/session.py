@@ -298,14 +298,14 @@ class Explorer:
         if v.trip is not None and not self.fresh:
             self.replace_guest(f"to confirm seed {seq.seed}'s minimal sequence on a fresh guest")
         confirm = self.replay(res.sequence, "confirm")
-        shown = named_as(v, confirm)
+        shown, unrun = named_as(v, confirm), confirm.state == "no-result" and bool(self.dead)
         confirmed, shown = shown is not None, shown or before
         stem = self.s.out_dir / f"minimal-{seq.seed}"
         json_path, txt_path = stem.with_suffix(".json"), stem.with_suffix(".txt")
         json_path.write_text(res.sequence.to_json())
         text = report_text(res.sequence, shown, original=seq, original_verdict=v,
-                           confirmed=None if self.dead else confirmed, tries=res.tries,
-                           label=f"#{k}", dead=self.dead,
+                           confirmed=None if unrun else confirmed, tries=res.tries,
+                           label=f"#{k}", dead=self.dead if unrun else "",
                            replay_file=json_path.name)
         if res.exhausted:
             text += f"(shrinking stopped at its limit: {self.s.shrink_tries} replays or " \
