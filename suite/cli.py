@@ -98,7 +98,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
              *args.pytest_args]
     g = run_gate(args.series, base, selection, extra, reruns=args.reruns,
                  series_on_base=folder or bool(args.zfs_ref),
-                 head_params=gate_head_params(args, Path(name) if folder else None))
+                 head_params=gate_head_params(args, Path(name) if folder else None),
+                 label=getattr(args, "gate_label", ""))
     return report_gate(g)
 
 
@@ -133,6 +134,7 @@ def pull_into_series(args: argparse.Namespace) -> None:
     folder = pulls.export_patches(cache, pull)
     print(f"==> gate {pull.describe(cache)}; patches {folder}", flush=True)
     args.series, args.zfs_ref = str(folder), args.zfs_ref or pull.base
+    args.gate_label = f"openzfs/zfs#{args.pr}" if args.pr else args.head
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

@@ -495,7 +495,8 @@ def test_the_command_line_and_the_gate_take_the_target(monkeypatch, tmp_path: Pa
     with pytest.raises(SystemExit):
         cli.main(["explore", "--target", "blockdev"])
 
-    def fake_gate(series, base, selection, extra, reruns, series_on_base=False, head_params=()):
+    def fake_gate(series, base, selection, extra, reruns, series_on_base=False, head_params=(),
+                  label=""):
         seen["gate"] = extra
         raise SystemExit(0)
     monkeypatch.setattr(gate, "run_gate", fake_gate)

@@ -263,7 +263,8 @@ def test_gate_can_include_explore_with_one_seed_on_both_sides(tmp_path: Path, mo
     import suite.cli as cli
     seen = {}
 
-    def fake_gate(series, base, selection, extra, reruns, series_on_base=False, head_params=()):
+    def fake_gate(series, base, selection, extra, reruns, series_on_base=False, head_params=(),
+                  label=""):
         seen["extra"] = extra
         raise SystemExit(0)
     monkeypatch.setattr(gate, "run_gate", fake_gate)

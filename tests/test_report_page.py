@@ -186,6 +186,20 @@ def test_a_passing_plain_run_reads_pass_with_its_builds_tables_and_findings(tmp_
     assert "table-1.txt" in " ".join(v.hrefs) and "commands.log" in " ".join(v.hrefs)
 
 
+def test_a_pull_requests_gate_is_titled_by_its_number_not_its_patch_folder(tmp_path: Path):
+    """``gate --pr 18844`` exports the pull request into a cache folder; its reports
+    (and a resort of them) name it openzfs/zfs#18844 (2026-12-07: the title was the path)."""
+    from dataclasses import replace as with_
+    from suite.report.page.kinds import gate_from_folder
+    root = tmp_path / "gate-20260101-100000"
+    folder = "/cache/pulls/github.com_openzfs_zfs-5fc97c1f/zfs-18844-d2896bc8e062"
+    write_reports(with_(make_gate(root), series=folder, label="openzfs/zfs#18844"))
+    title = (root / "gate.md").read_text().splitlines()[0]
+    assert "gate openzfs/zfs#18844 against 869d8059975" in title and folder not in title
+    assert json.loads((root / "gate.json").read_text())["label"] == "openzfs/zfs#18844"
+    assert gate_from_folder(root).subject.startswith("gate openzfs/zfs#18844")
+
+
 def test_a_failing_gate_puts_the_regression_first_with_its_tables_and_files(tmp_path: Path):
     root = tmp_path / "gate-20260101-100000"
     files = write_reports(make_gate(root))

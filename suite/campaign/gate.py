@@ -239,12 +239,13 @@ def gate_sides(series_sel: str, base: str, series_on_base: bool) -> dict[str, li
 
 def run_gate(series_sel: str, base: str, selection: list[str], extra: list[str],
              reruns: int = 2, root: Path | None = None,
-             series_on_base: bool = False, head_params: list[str] = ()) -> GateRun:
+             series_on_base: bool = False, head_params: list[str] = (),
+             label: str = "") -> GateRun:
     """Both sessions (and one more head session per ``head_params`` NAME=VALUE: a
     tunable the series adds, set at load), the reruns, the classes. Reports are
     written by the caller."""
     root = root or paths.stamped("gate")
-    g = GateRun(series_sel, base, root, selection)
+    g = GateRun(series_sel, base, root, selection, label=label)
     sides = gate_sides(series_sel, base, series_on_base)
     for a in head_params:
         sides[f"series+{a}"] = [*sides["series"], "--zfs-param", a]
@@ -329,7 +330,7 @@ def resort(root: Path) -> GateRun:
     meta = json.loads((root / "gate.json").read_text())
     g = GateRun(meta["series"], meta["base"], root, meta["selection"],
                 seconds=meta.get("seconds", {}), problems=meta.get("problems", {}),
-                heads=meta.get("heads", ["series"]))
+                heads=meta.get("heads", ["series"]), label=meta.get("label", ""))
     verdicts = {side: side_verdicts(root / side) for side in ["base", *g.heads]}
     recorded = {(c.get("head", "series"), c["nodeid"]): c for c in meta.get("cases", [])}
     base_known, standing = _known_at_base(

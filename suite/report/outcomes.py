@@ -87,10 +87,18 @@ class GateRun:
     seconds: dict[str, float] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     heads: list[str] = field(default_factory=lambda: ["series"])   # series, series+NAME=V
+    label: str = ""         # what a person calls the change (openzfs/zfs#18844), if not ``series``
+
+    @property
+    def name(self) -> str:
+        """The change, as the reports' titles name it: ``--pr``'s number, not the folder
+        of patches exported into the cache."""
+        return self.label or self.series
 
     def to_json(self) -> str:
         code, text = verdict(self.classes)
-        return json.dumps({"series": self.series, "base": self.base, "verdict": text,
+        return json.dumps({"series": self.series, "label": self.label, "base": self.base,
+                           "verdict": text,
                            "exit": code, "selection": self.selection, "heads": self.heads,
                            "seconds": self.seconds, "problems": self.problems,
                            "cases": [asdict(c) for c in self.classes]}, indent=1)

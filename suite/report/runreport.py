@@ -40,7 +40,7 @@ def write_reports(g: GateRun) -> list[Path]:
 
 def print_verdict(g: GateRun, files: list[Path]) -> None:
     code, text = verdict(g.classes)
-    print(f"\ngate {g.series} against {g.base[:11]}: {text}")
+    print(f"\ngate {g.name} against {g.base[:11]}: {text}")
     for k in CLASSES:
         cs: list[CaseClass] = [c for c in g.classes if c.cls == k]
         print(f"  {k:24s} {len(cs)}")

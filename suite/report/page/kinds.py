@@ -163,7 +163,7 @@ def gate(g: GateRun) -> Page:
     for c in g.classes:
         case = Case(c.label, GATE_STATUS.get(c.cls, "pass"), c.cls, c.why,
                     [SideResult("base", c.base), SideResult("series", c.series)],
-                    group=f"gate {g.series}")
+                    group=f"gate {g.name}")
         for side in (c.head, "base"):
             v, folder = found.get(side, {}).get(c.nodeid, (None, None))
             if v is None:
@@ -175,7 +175,7 @@ def gate(g: GateRun) -> Page:
     status = {0: "pass", 1: "fail"}.get(code, "inconclusive")
     why = [f"{c.nodeid}: {c.label}: {c.why}" for c in sorted(cases, key=Case.order)
            if c.failing]
-    page = Page("gate", f"gate {g.series} against {g.base[:11]}", g.root,
+    page = Page("gate", f"gate {g.name} against {g.base[:11]}", g.root,
                 Verdict(status, text, why + [f"{s}: {p}" for s, p in g.problems.items()]),
                 sides=("base", "series"), cases=cases)
     page.builds = [b for b in (build_row(s, ss) for s, ss in sides.items()) if b]
@@ -200,7 +200,7 @@ def gate_from_folder(root: Path) -> Page:
                 list(data.get("selection") or []),
                 [CaseClass(**c) for c in data.get("cases") or []],
                 dict(data.get("seconds") or {}), dict(data.get("problems") or {}),
-                list(data.get("heads") or ["series"]))
+                list(data.get("heads") or ["series"]), str(data.get("label") or ""))
     return gate(g)
 
 
