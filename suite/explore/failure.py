@@ -95,14 +95,12 @@ def named_as(v: Verdict, r: Verdict) -> Verdict | None:
         return r if r.kind == v.kind else None
     if r.trip is None:
         return None
-    reports = r.trip.reports()
-    for t in reports:
-        if t.kind == v.kind and one_report(t.signature(), v.trip.signature()):
-            if t is reports[0]:
-                return r
-            named = replace(t, also=tuple(o for o in reports if o is not t))
-            return replace(r, kind=t.kind, why=t.headline, failed_at=t.op, trip=named)
-    return None
+    i = next((i for i, t in enumerate(r.trip.reports()) if t.kind == v.kind and
+              one_report(t.signature(), v.trip.signature())), None)
+    if not i:               # None: no report of the stop is v's; 0: the first is
+        return None if i is None else r
+    t = r.trip.named_by(i)
+    return replace(r, kind=t.kind, why=t.headline, failed_at=t.op, trip=t)
 
 
 def failure_signature(kind: str | None, seq: Sequence, failed_at: int | None,

@@ -20,7 +20,6 @@ the first no known finding claims (:func:`unclaimed`).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any, Iterable
 
 from suite.explore.crashes.trip import Trip
@@ -120,7 +119,5 @@ def unclaimed(trip: Trip, release: str, findings: Iterable[Any],
     reports = trip.reports()
     if not trip.also or not claimed(reports[0]):
         return trip
-    new = next((t for t in reports[1:] if not claimed(t)), None)
-    if new is None:
-        return trip
-    return replace(new, also=tuple(t for t in reports if t is not new))
+    new = next((i for i, t in enumerate(reports) if i and not claimed(t)), None)
+    return trip if new is None else trip.named_by(new)

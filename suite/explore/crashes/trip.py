@@ -114,6 +114,11 @@ class Trip:
         """Every report of the stop: this one, then the others (:attr:`also`)."""
         return (replace(self, also=()), *self.also)
 
+    def named_by(self, i: int) -> "Trip":
+        """The stop named by its ``i``-th report (:meth:`reports`), the others carried."""
+        reports = self.reports()
+        return replace(reports[i], also=(*reports[:i], *reports[i + 1:]))
+
 
 @dataclass
 class InFlight:
